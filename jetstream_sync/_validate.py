@@ -1,0 +1,113 @@
+"""Client-side checks of names, subjects, payloads and timeouts, so bad input fails before anything is sent."""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+from functools import lru_cache
+from typing import Any
+
+from .errors import InvalidArgumentError, InvalidTypeError
+
+_NAME_FORBIDDEN = frozenset(" \t\r\n\f\v.*>/\\")
+
+
+def check_name(field: str, value: object) -> str:
+    """A stream or consumer name: non-empty text without whitespace, '.', '*', '>' or path separators."""
+    if not isinstance(value, str):
+        raise InvalidTypeError(field, f"must be a str, got {type(value).__name__}")
+    if not value:
+        raise InvalidArgumentError(field, "must not be empty")
+    bad = sorted(set(value) & _NAME_FORBIDDEN)
+    if bad:
+        shown = ", ".join(repr(c) for c in bad)
+        raise InvalidArgumentError(
+            field, f"{value!r} contains {shown}; names cannot hold whitespace, '.', '*', '>', '/' or '\\'"
+        )
+    if not value.isprintable():
+        raise InvalidArgumentError(field, f"{value!r} contains control characters")
+    return value
+
+
+@lru_cache(maxsize=4096)
+def _subject_problem(subject: str, wildcards: bool) -> str | None:
+    if not subject:
+        return "must not be empty"
+    for ch in subject:
+        if ch.isspace():
+            return f"{subject!r} contains whitespace"
+    tokens = subject.split(".")
+    last = len(tokens) - 1
+    for i, token in enumerate(tokens):
+        if not token:
+            return f"{subject!r} has an empty token (leading, trailing or double '.')"
+        if token in {"*", ">"}:
+            if not wildcards:
+                return f"{subject!r} contains the wildcard {token!r}; publish to a concrete subject"
+            if token == ">" and i != last:
+                return f"{subject!r}: '>' must be the last token"
+    return None
+
+
+def check_subject(field: str, value: object, *, wildcards: bool = False) -> str:
+    """A subject; wildcards only where subscribing or filtering allows them. Cached: hot paths repeat subjects."""
+    if not isinstance(value, str):
+        raise InvalidTypeError(field, f"must be a str, got {type(value).__name__}")
+    problem = _subject_problem(value, wildcards)
+    if problem is not None:
+        raise InvalidArgumentError(field, problem)
+    return value
+
+
+def check_queue(field: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise InvalidTypeError(field, f"must be a str, got {type(value).__name__}")
+    if not value or any(ch.isspace() for ch in value):
+        raise InvalidArgumentError(field, f"{value!r} must be non-empty and free of whitespace")
+    return value
+
+
+def check_payload(field: str, value: object) -> bytes:
+    """Payloads are bytes-like; str is refused so no one ships an accidental encoding."""
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, str):
+        raise InvalidTypeError(field, "must be bytes, got str; encode it first, e.g. data.encode()")
+    raise InvalidTypeError(field, f"must be bytes, got {type(value).__name__}")
+
+
+def to_seconds(field: str, value: object, *, allow_zero: bool = False) -> float:
+    """Seconds as float from a number or timedelta; positive and finite."""
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidTypeError(field, f"must be seconds (int, float or timedelta), got {type(value).__name__}")
+    else:
+        seconds = float(value)
+    if math.isnan(seconds) or math.isinf(seconds):
+        raise InvalidArgumentError(field, f"must be a finite number of seconds, got {value!r}")
+    if seconds < 0 or (seconds == 0 and not allow_zero):
+        raise InvalidArgumentError(field, f"must be {'>= 0' if allow_zero else '> 0'} seconds, got {value!r}")
+    return seconds
+
+
+def check_timeout(value: object, default: float, field: str = "timeout") -> float:
+    if value is None:
+        return default
+    return to_seconds(field, value)
+
+
+def check_int(field: str, value: object, *, minimum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidTypeError(field, f"must be an int, got {type(value).__name__}")
+    if minimum is not None and value < minimum:
+        raise InvalidArgumentError(field, f"must be >= {minimum}, got {value}")
+    return value
+
+
+def check_str_or_none(field: str, value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise InvalidTypeError(field, f"must be a str or None, got {type(value).__name__}")

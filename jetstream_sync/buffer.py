@@ -1,0 +1,122 @@
+"""MessageBuffer: the hand-off from the IO thread to user threads.
+
+The IO thread appends without taking the lock and asks for one notification per burst; readers take
+whatever is buffered under a single lock acquisition (DESIGN.md rule 5).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+from . import errors
+
+T = TypeVar("T")
+
+
+class BufferFinished(Exception):
+    """Internal: the buffer was finished cleanly (unsubscribe, drain, stop) and is empty."""
+
+
+class MessageBuffer(Generic[T]):
+    """A deque written by one producer (the IO thread) and read by any number of threads.
+
+    ``finish(exc)`` lets readers take what is left, then raises ``exc`` (BufferFinished when None);
+    ``abort(exc)`` drops what is left and raises ``exc`` at once.
+    """
+
+    def __init__(self, schedule_notify: Callable[[Callable[[], None]], None]) -> None:
+        self._items: deque[T] = deque()
+        self._cond = threading.Condition(threading.Lock())
+        self._schedule_notify = schedule_notify
+        self._notify_pending = False
+        self._end: BaseException | None = None
+        self._ended = False
+        self._aborted = False
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @property
+    def ended(self) -> bool:
+        return self._ended
+
+    # -- producer side (IO thread) ------------------------------------------------------------------------
+    def put(self, item: T) -> None:
+        self._items.append(item)
+        if not self._notify_pending:
+            self._notify_pending = True
+            self._schedule_notify(self._notify)
+
+    def _notify(self) -> None:
+        self._notify_pending = False
+        with self._cond:
+            self._cond.notify_all()
+
+    def finish(self, exc: BaseException | None = None) -> None:
+        """No more input; readers drain what is buffered, then get ``exc``. Any thread may call it."""
+        with self._cond:
+            if not self._ended:
+                self._ended = True
+                self._end = exc
+            self._cond.notify_all()
+
+    def abort(self, exc: BaseException) -> None:
+        """End at once: drop buffered items, readers get ``exc``. Returns nothing; idempotent."""
+        with self._cond:
+            self._ended = True
+            self._aborted = True
+            self._end = exc
+            self._items.clear()
+            self._cond.notify_all()
+
+    def clear(self) -> list[T]:
+        with self._cond:
+            items = list(self._items)
+            self._items.clear()
+            return items
+
+    # -- consumer side (user threads) ---------------------------------------------------------------------
+    def _raise_end(self) -> None:
+        exc = self._end
+        if exc is None:
+            raise BufferFinished()
+        raise exc
+
+    def get(self, timeout: float | None) -> T:
+        """The next item, waiting at most ``timeout`` seconds (None: forever)."""
+        items = self._items
+        if items and not self._aborted:
+            try:
+                return items.popleft()
+            except IndexError:
+                pass
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while True:
+                if self._aborted:
+                    self._raise_end()
+                if items:
+                    return items.popleft()
+                if self._ended:
+                    self._raise_end()
+                if deadline is None:
+                    self._cond.wait()
+                else:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise errors.TimeoutError(f"no message within {timeout:g}s")
+                    self._cond.wait(remaining)
+
+    def get_many(self, limit: int, timeout: float | None) -> list[T]:
+        """Up to ``limit`` items, waiting for the first one at most ``timeout`` seconds; one lock for all."""
+        first = self.get(timeout)
+        out = [first]
+        items = self._items
+        with self._cond:
+            while items and len(out) < limit and not self._aborted:
+                out.append(items.popleft())
+        return out

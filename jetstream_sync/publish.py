@@ -1,0 +1,202 @@
+"""JetStream publishing: synchronous publish with a retry policy, and pipelined asynchronous publish."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import threading
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+import tenacity
+
+from . import errors
+from ._validate import check_int, check_str_or_none, check_timeout
+from .models import PubAck
+
+if TYPE_CHECKING:
+    from .client import Client
+
+__all__ = ["AsyncPublisher", "default_publish_retry", "js_publish_headers", "parse_pub_ack"]
+
+DEFAULT_MAX_PENDING = 4000
+
+
+def default_publish_retry() -> tenacity.Retrying:
+    """Retry "no responders" a few times: right after a server restart JetStream answers a moment late."""
+    return tenacity.Retrying(
+        retry=tenacity.retry_if_exception_type(errors.NoRespondersError),
+        stop=tenacity.stop_after_attempt(4),
+        wait=tenacity.wait_exponential(multiplier=0.05, max=1.0),
+        reraise=True,
+    )
+
+
+def js_publish_headers(
+    msg_id: str | None,
+    expected_stream: str | None,
+    expected_last_sequence: int | None,
+    expected_last_subject_sequence: int | None,
+    expected_last_msg_id: str | None,
+) -> list[tuple[bytes, bytes]]:
+    """The Nats-* headers that carry dedup and optimistic-concurrency checks."""
+    extra: list[tuple[bytes, bytes]] = []
+    for field, key, text in (
+        ("msg_id", b"Nats-Msg-Id", msg_id),
+        ("expected_stream", b"Nats-Expected-Stream", expected_stream),
+        ("expected_last_msg_id", b"Nats-Expected-Last-Msg-Id", expected_last_msg_id),
+    ):
+        check_str_or_none(field, text)
+        if text is not None:
+            if not text or "\r" in text or "\n" in text:
+                raise errors.InvalidArgumentError(field, "must be non-empty text without CR or LF")
+            extra.append((key, text.encode()))
+    for field, key, number in (
+        ("expected_last_sequence", b"Nats-Expected-Last-Sequence", expected_last_sequence),
+        ("expected_last_subject_sequence", b"Nats-Expected-Last-Subject-Sequence", expected_last_subject_sequence),
+    ):
+        if number is not None:
+            extra.append((key, b"%d" % check_int(field, number, minimum=0)))
+    return extra
+
+
+def parse_pub_ack(data: bytes) -> PubAck:
+    """A PubAck, or the APIError the stream answered with."""
+    try:
+        body = json.loads(data)
+    except ValueError as exc:
+        raise errors.JetStreamError(f"invalid PubAck from the server: {data[:200]!r}") from exc
+    if not isinstance(body, dict):
+        raise errors.JetStreamError(f"invalid PubAck from the server: {data[:200]!r}")
+    error = body.get("error")
+    if error:
+        raise errors.api_error(int(error.get("code", 0)), int(error.get("err_code", 0)), str(error.get("description")))
+    if "stream" not in body or "seq" not in body:
+        raise errors.JetStreamError(f"invalid PubAck from the server: {data[:200]!r}")
+    return PubAck.from_json(body)
+
+
+class _InflightGate:
+    """Caps in-flight asynchronous publishes; ``wait_empty`` backs publish_async_complete()."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.count = 0
+        self._cond = threading.Condition(threading.Lock())
+        self._waiters = 0
+
+    def acquire(self, timeout: float, closed: Callable[[], bool]) -> None:
+        with self._cond:
+            if self.count < self.limit:
+                self.count += 1
+                return
+            deadline = time.monotonic() + timeout
+            self._waiters += 1
+            try:
+                while self.count >= self.limit:
+                    if closed():
+                        raise errors.ConnectionClosedError()
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise errors.PublishBackpressureError(
+                            f"{self.count} asynchronous publishes stayed in flight for {timeout:g}s; the server "
+                            "is not keeping up (wait with publish_async_complete() or raise max_pending)"
+                        )
+                    self._cond.wait(min(remaining, 0.25))
+                self.count += 1
+            finally:
+                self._waiters -= 1
+
+    def release(self) -> None:
+        with self._cond:
+            self.count -= 1
+            if self._waiters:
+                self._cond.notify_all()
+
+    def wait_empty(self, timeout: float, closed: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            self._waiters += 1
+            try:
+                while self.count > 0:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise errors.TimeoutError(
+                            f"{self.count} asynchronous publishes were still in flight after {timeout:g}s"
+                        )
+                    if closed():
+                        raise errors.ConnectionClosedError()
+                    self._cond.wait(min(remaining, 0.25))
+            finally:
+                self._waiters -= 1
+
+    def wake(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+
+class _PubAckReply:
+    """Resolves a publish_async future from the IO thread, and frees its in-flight slot."""
+
+    __slots__ = ("future", "gate")
+
+    def __init__(self, gate: _InflightGate) -> None:
+        self.gate = gate
+        self.future: concurrent.futures.Future[PubAck] = concurrent.futures.Future()
+
+    def resolve(self, subject: bytes, data: bytes, headers: bytes | None) -> None:
+        try:
+            result = parse_pub_ack(data)
+        except errors.JetStreamError as exc:
+            self.fail(exc)
+            return
+        self.gate.release()
+        if not self.future.done():
+            self.future.set_result(result)
+
+    def fail(self, exc: BaseException) -> None:
+        self.gate.release()
+        if not self.future.done():
+            self.future.set_exception(exc)
+
+
+class AsyncPublisher:
+    """publish_async's state for one JetStream context: the gate and the ack timeout."""
+
+    def __init__(self, client: Client, *, max_pending: int, ack_timeout: float, stall_timeout: float) -> None:
+        self._client = client
+        self._gate = _InflightGate(max_pending)
+        self.ack_timeout = ack_timeout
+        self.stall_timeout = stall_timeout
+        client.register_closeable(self)
+
+    def _closed(self) -> bool:
+        return self._client.is_closed
+
+    def submit(
+        self, encode: Callable[[bytes], bytes], timeout: float | timedelta | None
+    ) -> concurrent.futures.Future[PubAck]:
+        client = self._client
+        ack_timeout = check_timeout(timeout, self.ack_timeout)
+        self._gate.acquire(self.stall_timeout, self._closed)
+        reply = _PubAckReply(self._gate)
+        subject = client._mux.register(reply, ack_timeout)
+        try:
+            client._outbound.put(encode(subject))
+        except BaseException:
+            client._mux.forget(subject)
+            self._gate.release()
+            raise
+        return reply.future
+
+    @property
+    def pending(self) -> int:
+        return self._gate.count
+
+    def complete(self, timeout: float) -> None:
+        self._gate.wait_empty(timeout, self._closed)
+
+    def _client_closed(self, exc: BaseException) -> None:
+        self._gate.wake()

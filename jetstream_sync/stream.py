@@ -1,0 +1,140 @@
+"""Stream: info, purge, reading and deleting single messages, and the stream's consumers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from . import errors
+from ._connection import status_of
+from ._validate import check_int, check_subject
+from .consumer import Consumer
+from .headers import Headers, parse_header_block
+from .models import ConsumerConfig, ConsumerInfo, StoredMsg, StreamInfo, parse_time
+
+if TYPE_CHECKING:
+    from .jetstream import JetStream
+
+__all__ = ["Stream"]
+
+# Headers a direct get adds to describe the stored message; they are not the message's own headers.
+_DIRECT_GET_HEADERS = frozenset(
+    {"Nats-Stream", "Nats-Sequence", "Nats-Time-Stamp", "Nats-Subject", "Nats-Last-Sequence", "Nats-Num-Pending"}
+)
+
+
+class Stream:
+    """A handle on one stream. ``cached_info`` is what the last call saw; ``info()`` asks the server."""
+
+    def __init__(self, js: JetStream, info: StreamInfo) -> None:
+        self._js = js
+        self.name: str = info.config.name
+        self.cached_info = info
+
+    def __repr__(self) -> str:
+        return f"<Stream {self.name!r}>"
+
+    def info(self) -> StreamInfo:
+        self.cached_info = self._js.stream_info(self.name)
+        return self.cached_info
+
+    def purge(self, subject: str | None = None, sequence: int | None = None, keep: int | None = None) -> int:
+        """Remove messages (all, or those on ``subject``; below ``sequence``; all but the last ``keep``).
+
+        Returns how many were purged.
+        """
+        if sequence is not None and keep is not None:
+            raise errors.InvalidArgumentError("keep", "sequence and keep cannot be combined; pass one of them")
+        body: dict[str, Any] = {}
+        if subject is not None:
+            body["filter"] = check_subject("subject", subject, wildcards=True)
+        if sequence is not None:
+            body["seq"] = check_int("sequence", sequence, minimum=1)
+        if keep is not None:
+            body["keep"] = check_int("keep", keep, minimum=0)
+        response = self._js._api(f"STREAM.PURGE.{self.name}", body or None)
+        return int(response.get("purged", 0))
+
+    # -- single messages --------------------------------------------------------------------------------
+    def get_msg(self, sequence: int, *, direct: bool | None = None) -> StoredMsg:
+        """The message stored at ``sequence``; MessageNotFoundError when there is none.
+
+        Uses direct get (served by any replica) when the stream allows it, unless ``direct=False``.
+        """
+        check_int("sequence", sequence, minimum=1)
+        if self._use_direct(direct):
+            return self._direct_get(self.name, {"seq": sequence})
+        return self._api_get({"seq": sequence})
+
+    def get_last_msg(self, subject: str, *, direct: bool | None = None) -> StoredMsg:
+        """The last message stored on ``subject``; MessageNotFoundError when there is none."""
+        check_subject("subject", subject, wildcards=True)
+        if self._use_direct(direct):
+            return self._direct_get(f"{self.name}.{subject}", None)
+        return self._api_get({"last_by_subj": subject})
+
+    def _use_direct(self, direct: bool | None) -> bool:
+        if direct is not None:
+            return direct
+        return bool(self.cached_info.config.allow_direct)
+
+    def _api_get(self, body: dict[str, Any]) -> StoredMsg:
+        return StoredMsg.from_api(self._js._api(f"STREAM.MSG.GET.{self.name}", body)["message"])
+
+    def _direct_get(self, suffix: str, body: dict[str, Any] | None) -> StoredMsg:
+        msg = self._js._request(f"{self._js.api_prefix}.DIRECT.GET.{suffix}", body)
+        raw = msg._raw_headers
+        status, description = status_of(raw)
+        if status == 404:
+            raise errors.MessageNotFoundError(404, 10037, f"no message found ({description or 'not found'})")
+        if status is not None:
+            raise errors.APIError(status, 0, description or "direct get failed")
+        _, _, all_headers = parse_header_block(raw or b"")
+        own = {k: v for k, v in all_headers.to_dict().items() if k not in _DIRECT_GET_HEADERS}
+        return StoredMsg(
+            subject=all_headers["Nats-Subject"],
+            seq=int(all_headers["Nats-Sequence"]),
+            data=msg.data,
+            headers=Headers(own),
+            time=_stamp(all_headers["Nats-Time-Stamp"]),
+        )
+
+    def delete_msg(self, sequence: int) -> None:
+        """Delete the message at ``sequence`` (marked deleted; its bytes may remain on disk)."""
+        check_int("sequence", sequence, minimum=1)
+        self._js._api(f"STREAM.MSG.DELETE.{self.name}", {"seq": sequence, "no_erase": True})
+
+    def secure_delete_msg(self, sequence: int) -> None:
+        """Delete the message at ``sequence`` and overwrite its bytes on disk."""
+        check_int("sequence", sequence, minimum=1)
+        self._js._api(f"STREAM.MSG.DELETE.{self.name}", {"seq": sequence})
+
+    # -- consumers --------------------------------------------------------------------------------------
+    def create_consumer(self, config: ConsumerConfig) -> Consumer:
+        return self._js.create_consumer(self.name, config)
+
+    def update_consumer(self, config: ConsumerConfig) -> Consumer:
+        return self._js.update_consumer(self.name, config)
+
+    def create_or_update_consumer(self, config: ConsumerConfig) -> Consumer:
+        return self._js.create_or_update_consumer(self.name, config)
+
+    def consumer(self, name: str) -> Consumer:
+        return self._js.consumer(self.name, name)
+
+    def delete_consumer(self, name: str) -> None:
+        self._js.delete_consumer(self.name, name)
+
+    def consumers(self) -> Iterator[ConsumerInfo]:
+        return self._js.consumers(self.name)
+
+    def consumer_names(self) -> Iterator[str]:
+        return self._js.consumer_names(self.name)
+
+
+def _stamp(text: str) -> datetime:
+    moment = parse_time(text)
+    if moment is None:
+        raise errors.JetStreamError(f"unreadable Nats-Time-Stamp from the server: {text!r}")
+    return moment

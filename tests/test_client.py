@@ -1,0 +1,308 @@
+"""Core client: lifecycle, core publish/subscribe/request, threads, close and fork behaviour."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import jetstream_sync
+from jetstream_sync import errors
+
+from .conftest import our_threads, wait_until
+
+
+def test_connect_reports_server_and_closes_cleanly(nats_server):
+    nc = jetstream_sync.connect(nats_server.url, name="lifecycle")
+    assert nc.is_connected
+    assert nc.server_info["jetstream"] is True
+    assert nc.max_payload == nc.server_info["max_payload"]
+    assert nc.connected_url == nats_server.url
+    assert "lifecycle" in repr(nc)
+    nc.close()
+    assert nc.is_closed and not nc.is_connected
+    nc.close()  # idempotent
+    with pytest.raises(errors.ConnectionClosedError):
+        nc.publish("x", b"")
+    wait_until(lambda: not our_threads(), timeout=2)
+
+
+def test_context_manager_closes(nats_server):
+    with jetstream_sync.connect(nats_server.url) as nc:
+        assert nc.is_connected
+    assert nc.is_closed
+
+
+def test_connect_to_nothing_fails_fast_with_clear_error(unused_port):
+    started = time.monotonic()
+    with pytest.raises(errors.NoServersError, match="could not connect"):
+        jetstream_sync.connect(f"nats://127.0.0.1:{unused_port}", connect_timeout=0.5)
+    assert time.monotonic() - started < 10
+    wait_until(lambda: not our_threads(), timeout=2)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"servers": []}, "servers"),
+        ({"tls": "yes"}, "tls"),
+        ({"credentials": "/nonexistent/user.creds"}, "credentials"),
+        ({"password": "p"}, "password"),
+        ({"connect_timeout": 0}, "connect_timeout"),
+        ({"timeout": -1}, "timeout"),
+        ({"error_callback": 3}, "error_callback"),
+        ({"inbox_prefix": "bad prefix"}, "inbox_prefix"),
+        ({"max_reconnect_attempts": "many"}, "max_reconnect_attempts"),
+    ],
+)
+def test_connect_rejects_bad_options(nats_server, kwargs, field):
+    servers = kwargs.pop("servers", nats_server.url)
+    with pytest.raises((ValueError, TypeError)) as info:
+        jetstream_sync.connect(servers, **kwargs)
+    assert info.value.field == field
+    assert not our_threads()
+
+
+def test_secrets_stay_out_of_repr(nats_server):
+    with jetstream_sync.connect(nats_server.url, user="u", password="s3cr3t-pw", token=None) as nc:
+        pass
+    assert "s3cr3t-pw" not in repr(nc.options)
+    assert "s3cr3t-pw" not in str(nc.options)
+
+
+def test_publish_subscribe_with_multi_value_headers(client):
+    sub = client.subscribe("core.*")
+    client.publish("core.a", b"one", headers={"X-Multi": ["1", "2"], "X-One": "v"})
+    client.publish("core.b", b"two", reply="core.reply")
+    first = sub.next_msg(timeout=2)
+    second = sub.next_msg(timeout=2)
+    assert (first.subject, first.data) == ("core.a", b"one")
+    assert first.headers["X-Multi"] == "1"
+    assert first.headers.get_list("X-Multi") == ["1", "2"]
+    assert first.headers.multi_items() == [("X-Multi", "1"), ("X-Multi", "2"), ("X-One", "v")]
+    assert (second.reply, second.headers) == ("core.reply", {})
+    with pytest.raises(errors.TimeoutError):
+        sub.next_msg(timeout=0.05)
+    with pytest.raises(TimeoutError):  # the builtin catches ours too
+        sub.next_msg(timeout=0.05)
+
+
+def test_queue_groups_split_messages(client):
+    a = client.subscribe("work.q", queue="workers")
+    b = client.subscribe("work.q", queue="workers")
+    for i in range(200):
+        client.publish("work.q", str(i).encode())
+    client.flush()
+    wait_until(lambda: a.pending + b.pending == 200)
+    assert a.pending > 0 and b.pending > 0
+
+
+def test_iteration_ends_after_unsubscribe(client):
+    sub = client.subscribe("iter.x")
+    for i in range(3):
+        client.publish("iter.x", bytes([i]))
+    client.flush()
+    wait_until(lambda: sub.pending == 3)
+    sub.unsubscribe()
+    assert [m.data for m in sub] == [b"\x00", b"\x01", b"\x02"]
+    with pytest.raises(errors.SubscriptionClosedError):
+        sub.next_msg(timeout=0.1)
+
+
+def test_request_reply_and_no_responders(client):
+    service = client.subscribe("svc.echo")
+
+    def serve():
+        for msg in service:
+            client.publish(msg.reply, b"echo:" + msg.data)
+
+    worker = threading.Thread(target=serve)
+    worker.start()
+    try:
+        reply = client.request("svc.echo", b"hi", timeout=2)
+        assert reply.data == b"echo:hi"
+        with pytest.raises(errors.NoRespondersError):
+            client.request("svc.nobody", b"", timeout=2)
+        with pytest.raises(errors.TimeoutError):
+            client.subscribe("svc.silent")
+            client.request("svc.silent", b"", timeout=0.2)
+    finally:
+        service.unsubscribe()
+        worker.join(2)
+    assert not worker.is_alive()
+
+
+def test_slow_subscription_drops_and_reports(nats_server):
+    reported = []
+    with jetstream_sync.connect(nats_server.url, error_callback=reported.append) as nc:
+        sub = nc.subscribe("slow.x", max_pending=10)
+        for _ in range(50):
+            nc.publish("slow.x", b"x")
+        nc.flush()
+        wait_until(lambda: sub.dropped == 40)
+        wait_until(lambda: reported)
+        assert isinstance(reported[0], errors.SlowConsumerError)
+        assert sub.pending == 10
+
+
+def test_callbacks_run_on_watchdog_thread_never_io(nats_server):
+    seen: list[str] = []
+    closed = threading.Event()
+
+    def on_error(exc):
+        seen.append(threading.current_thread().name)
+
+    def on_closed():
+        seen.append(threading.current_thread().name)
+        closed.set()
+
+    nc = jetstream_sync.connect(nats_server.url, error_callback=on_error, closed_callback=on_closed)
+    sub = nc.subscribe("cb.x", max_pending=1)
+    nc.publish("cb.x", b"1")
+    nc.publish("cb.x", b"2")
+    nc.flush()
+    wait_until(lambda: sub.dropped >= 1)
+    nc.close()
+    assert closed.wait(2)
+    assert seen and all(name == "jetstream-sync-watchdog" for name in seen)
+
+
+@pytest.mark.parametrize(
+    ("call", "exc"),
+    [
+        (lambda nc: nc.publish("", b""), ValueError),
+        (lambda nc: nc.publish("a.*", b""), ValueError),
+        (lambda nc: nc.publish("a.>", b""), ValueError),
+        (lambda nc: nc.publish("a b", b""), ValueError),
+        (lambda nc: nc.publish("a..b", b""), ValueError),
+        (lambda nc: nc.publish(3, b""), TypeError),
+        (lambda nc: nc.publish("a", "text"), TypeError),
+        (lambda nc: nc.publish("a", b"", headers={"K": 1}), TypeError),
+        (lambda nc: nc.publish("a", b"", headers={"bad key": "v"}), ValueError),
+        (lambda nc: nc.publish("a", b"", headers={"K": "line\r\nbreak"}), ValueError),
+        (lambda nc: nc.publish("a", b"x" * (nc.max_payload + 1)), errors.MaxPayloadError),
+        (lambda nc: nc.subscribe("a b"), ValueError),
+        (lambda nc: nc.subscribe("a", queue="q q"), ValueError),
+        (lambda nc: nc.subscribe("a", max_pending=0), ValueError),
+        (lambda nc: nc.request("a", b"", timeout=0), ValueError),
+        (lambda nc: nc.request("a", b"", timeout=-1), ValueError),
+        (lambda nc: nc.flush(timeout="soon"), TypeError),
+    ],
+)
+def test_bad_core_input_is_refused_before_sending(client, call, exc):
+    sub = client.subscribe(">")
+    with pytest.raises(exc):
+        call(client)
+    client.flush()
+    client.publish("after.bad.input", b"ok")
+    msg = sub.next_msg(timeout=2)
+    assert msg.subject == "after.bad.input"  # nothing else reached the server, and the connection still works
+
+
+def test_threads_share_one_client_for_core_publish(client):
+    sub = client.subscribe("mt.>")
+    threads = [
+        threading.Thread(target=lambda t=t: [client.publish(f"mt.{t}", b"%d" % i) for i in range(1000)])
+        for t in range(8)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    client.flush()
+    wait_until(lambda: sub.pending == 8000)
+
+
+def test_close_wakes_every_blocked_caller(nats_server):
+    nc = jetstream_sync.connect(nats_server.url)
+    js = nc.jetstream()
+    sub = nc.subscribe("blocked.x")
+    nc.subscribe("blocked.silent")
+    outcomes: list[tuple[str, type, float]] = []
+    lock = threading.Lock()
+
+    def blocked(label, fn):
+        started = time.monotonic()
+        try:
+            fn()
+        except Exception as exc:
+            with lock:
+                outcomes.append((label, type(exc), time.monotonic() - started))
+
+    callers = [
+        ("next_msg", lambda: sub.next_msg(timeout=30)),
+        ("iterate", lambda: list(sub)),
+        ("request", lambda: nc.request("blocked.silent", b"", timeout=30)),
+        ("js.publish", lambda: js.publish("no.stream.here.", b"", timeout=30)),
+    ]
+    threads = [threading.Thread(target=blocked, args=c) for c in callers for _ in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(0.3)  # let them block; what is asserted is the wake-up below, bounded
+    closed_at = time.monotonic()
+    nc.close()
+    for t in threads:
+        t.join(2)
+    assert all(not t.is_alive() for t in threads)
+    assert time.monotonic() - closed_at < 1.5
+    wrong = [o for o in outcomes if o[0] != "js.publish" and o[1] is not errors.ConnectionClosedError]
+    assert not wrong, wrong
+    wait_until(lambda: not our_threads(), timeout=2)
+
+
+def test_fork_child_gets_clear_error_and_can_connect(nats_server, tmp_path):
+    script = f"""
+import os, sys
+import jetstream_sync
+from jetstream_sync import errors
+nc = jetstream_sync.connect({nats_server.url!r})
+pid = os.fork()
+if pid == 0:
+    code = 1
+    try:
+        nc.publish("fork.x", b"")
+    except errors.ForkedClientError as exc:
+        if "connect a new client" in str(exc):
+            with jetstream_sync.connect({nats_server.url!r}) as child:
+                child.flush()
+                code = 0
+    os._exit(code)
+_, status = os.waitpid(pid, 0)
+nc.flush()
+nc.close()
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+    result = subprocess.run([sys.executable, "-c", script], timeout=60, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_unclosed_client_does_not_hang_interpreter_exit(nats_server):
+    script = f"""
+import jetstream_sync
+nc = jetstream_sync.connect({nats_server.url!r})
+sub = nc.subscribe("exit.x")
+nc.publish("exit.x", b"1")
+"""
+    result = subprocess.run([sys.executable, "-c", script], timeout=30, capture_output=True, text=True)
+    assert result.returncode == 0
+    assert "Event loop is closed" not in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_drain_delivers_buffered_then_closes(nats_server):
+    nc = jetstream_sync.connect(nats_server.url)
+    sub = nc.subscribe("drain.x")
+    for i in range(5):
+        nc.publish("drain.x", bytes([i]))
+    nc.flush()
+    wait_until(lambda: sub.pending == 5)
+    got = []
+    reader = threading.Thread(target=lambda: got.extend(m.data for m in sub))
+    reader.start()
+    nc.drain(timeout=5)
+    reader.join(2)
+    assert nc.is_closed
+    assert got == [bytes([i]) for i in range(5)]

@@ -1,0 +1,169 @@
+"""Messages: ADR-15 metadata parsing, and every ack type against a real server."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+
+import pytest
+
+from jetstream_sync import AckPolicy, ConsumerConfig, Msg, MsgMetadata, errors
+
+from .conftest import pull, wait_until
+
+TS = 1_700_000_000_123_456_789
+
+
+def test_v1_ack_subject():
+    meta = MsgMetadata.parse(f"$JS.ACK.ORDERS.dispatch.2.10.5.{TS}.7")
+    assert meta == MsgMetadata(
+        stream="ORDERS",
+        consumer="dispatch",
+        num_delivered=2,
+        stream_sequence=10,
+        consumer_sequence=5,
+        timestamp=datetime(2023, 11, 14, 22, 13, 20, 123456, tzinfo=timezone.utc),
+        num_pending=7,
+        domain=None,
+    )
+
+
+@pytest.mark.parametrize(("domain_token", "domain"), [("_", None), ("hub", "hub")])
+def test_v2_ack_subject_with_extra_tokens(domain_token, domain):
+    meta = MsgMetadata.parse(f"$JS.ACK.{domain_token}.ACCHASH.ORDERS.dispatch.1.3.2.{TS}.0.random.future")
+    assert (meta.domain, meta.stream, meta.consumer, meta.stream_sequence, meta.consumer_sequence) == (
+        domain,
+        "ORDERS",
+        "dispatch",
+        3,
+        2,
+    )
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "",
+        "_INBOX.abc",
+        "$JS.ACK.ORDERS.dispatch.1.2.3",  # too few tokens
+        "$JS.ACK.a.b.ORDERS.dispatch.1.2.3.4",  # 10 tokens
+        "$JS.ACK.ORDERS.dispatch.x.2.3.4.5",  # non-numeric
+    ],
+)
+def test_malformed_ack_subjects_raise(reply):
+    with pytest.raises(errors.InvalidAckSubjectError):
+        MsgMetadata.parse(reply)
+    msg = Msg("s", reply, b"", None, None)
+    with pytest.raises(errors.InvalidAckSubjectError):
+        msg.ack()
+
+
+def test_size_follows_the_server_formula():
+    hdr = b"NATS/1.0\r\nA: b\r\n\r\n"
+    msg = Msg("orders.new", "$JS.ACK.S.C.1.1.1.1.0", b"12345", hdr, None)
+    assert msg.size == len("orders.new") + len("$JS.ACK.S.C.1.1.1.1.0") + len(hdr) + 5
+
+
+@pytest.fixture
+def explicit(stream):
+    return stream.create_consumer(ConsumerConfig(durable_name="c", ack_wait=1.0, max_deliver=10))
+
+
+def publish_n(js, stream, n):
+    for i in range(n):
+        js.publish(f"{stream.name}.m", b"%d" % i)
+
+
+def test_metadata_of_a_delivered_message(js, client, stream, explicit):
+    publish_n(js, stream, 2)
+    first, second = pull(client, stream.name, "c", 2)
+    meta = second.metadata
+    assert (meta.stream, meta.consumer, meta.stream_sequence, meta.consumer_sequence) == (stream.name, "c", 2, 2)
+    assert meta.num_delivered == 1 and meta.num_pending == 0
+    assert abs(meta.timestamp.timestamp() - time.time()) < 60
+
+
+def test_ack_removes_from_pending_and_repeats_do_nothing(js, client, stream, explicit):
+    publish_n(js, stream, 1)
+    (msg,) = pull(client, stream.name, "c", 1)
+    msg.ack()
+    assert msg.is_acked
+    msg.ack()
+    msg.nak()  # after a terminal ack nothing more is sent
+    client.flush()
+    wait_until(lambda: explicit.info().num_ack_pending == 0)
+    assert explicit.info().num_redelivered == 0
+    assert pull(client, stream.name, "c", 1, expires=1.2) == []
+
+
+def test_ack_sync_waits_for_the_server(js, client, stream, explicit):
+    publish_n(js, stream, 1)
+    (msg,) = pull(client, stream.name, "c", 1)
+    msg.ack_sync(timeout=2)
+    assert explicit.info().ack_floor.stream_seq == 1
+
+
+def test_nak_redelivers_and_nak_delay_waits(js, client, stream, explicit):
+    publish_n(js, stream, 1)
+    (msg,) = pull(client, stream.name, "c", 1)
+    msg.nak()
+    (again,) = pull(client, stream.name, "c", 1)
+    assert again.metadata.num_delivered == 2
+    started = time.monotonic()
+    again.nak(delay=0.5)
+    (third,) = pull(client, stream.name, "c", 1, expires=3)
+    assert time.monotonic() - started >= 0.45
+    assert third.metadata.num_delivered == 3
+    third.ack()
+
+
+def test_term_stops_redelivery(js, client, stream, explicit):
+    publish_n(js, stream, 1)
+    (msg,) = pull(client, stream.name, "c", 1)
+    msg.term(reason="poison")
+    assert pull(client, stream.name, "c", 1, expires=1.5) == []  # ack_wait is 1 s: a nak'd one would be back
+
+
+def test_in_progress_extends_ack_wait(js, client, stream, explicit):
+    publish_n(js, stream, 1)
+    (msg,) = pull(client, stream.name, "c", 1)
+    deadline = time.monotonic() + 2.0  # twice the ack wait
+    while time.monotonic() < deadline:
+        msg.in_progress()
+        client.flush()
+        assert pull(client, stream.name, "c", 1, expires=0.3) == []
+    msg.ack_sync()
+    assert explicit.info().num_redelivered == 0
+
+
+def test_ack_all_acknowledges_earlier_messages(js, client, stream):
+    cons = stream.create_consumer(ConsumerConfig(durable_name="all", ack_policy=AckPolicy.ALL))
+    publish_n(js, stream, 5)
+    msgs = pull(client, stream.name, "all", 5)
+    msgs[-1].ack_sync()
+    info = cons.info()
+    assert info.num_ack_pending == 0
+    assert info.ack_floor.stream_seq == 5
+
+
+def test_bad_ack_arguments(js, client, stream, explicit):
+    publish_n(js, stream, 1)
+    (msg,) = pull(client, stream.name, "c", 1)
+    with pytest.raises(ValueError):
+        msg.nak(delay=-1)
+    with pytest.raises(TypeError):
+        msg.nak(delay="later")
+    with pytest.raises(ValueError):
+        msg.ack_sync(timeout=0)
+    assert not msg.is_acked
+    msg.ack_sync()
+
+
+def test_core_message_cannot_be_acked(client):
+    sub = client.subscribe("plain")
+    client.publish("plain", b"", reply="some.reply")
+    msg = sub.next_msg(2)
+    with pytest.raises(errors.InvalidAckSubjectError):
+        msg.ack()
+    with pytest.raises(errors.InvalidAckSubjectError):
+        _ = msg.metadata
