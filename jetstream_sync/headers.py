@@ -50,7 +50,9 @@ class Headers(Mapping[str, str]):
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Headers):
             return self._items == other._items
-        return super().__eq__(other)
+        if isinstance(other, Mapping):  # a plain dict compares by all values: {"k": ["a", "b"]} or {"k": "a"}
+            return self._items == {k: v if isinstance(v, list) else [v] for k, v in other.items()}
+        return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -63,7 +65,7 @@ def parse_header_block(raw: bytes) -> tuple[int | None, str, Headers]:
 
     Lines without a colon are skipped rather than failing: a newer server's extension must not break reads.
     """
-    lines = raw.split(_CRLF)
+    lines = raw.splitlines() or [b""]
     first = lines[0]
     status: int | None = None
     description = ""

@@ -76,7 +76,7 @@ def publish_n(js, stream, n):
 
 def test_metadata_of_a_delivered_message(js, client, stream, explicit):
     publish_n(js, stream, 2)
-    first, second = pull(client, stream.name, "c", 2)
+    _, second = pull(client, stream.name, "c", 2)
     meta = second.metadata
     assert (meta.stream, meta.consumer, meta.stream_sequence, meta.consumer_sequence) == (stream.name, "c", 2, 2)
     assert meta.num_delivered == 1 and meta.num_pending == 0
