@@ -73,6 +73,10 @@ class MessageBuffer(Generic[T]):
             self._items.clear()
             self._cond.notify_all()
 
+    def snapshot(self) -> list[T]:
+        """A copy of what is buffered now."""
+        return list(self._items)
+
     def clear(self) -> list[T]:
         with self._cond:
             items = list(self._items)

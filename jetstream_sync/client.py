@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import nats.errors
+from nats.nuid import NUID
 
 from . import errors
 from ._connection import NatsClient, Outbound, RequestMux, encode_pub
@@ -176,6 +177,8 @@ class Client:
             self._io, self._nc, high_water=_OUTBOUND_HIGH_WATER, reconnect_buffer=options.pending_size
         )
         self._sweeper: asyncio.Task[None] | None = None
+        self._nuid = NUID()
+        self._nuid_lock = threading.Lock()
         self.reconnects = 0
 
     def __repr__(self) -> str:
@@ -342,6 +345,12 @@ class Client:
     @property
     def stats(self) -> dict[str, int]:
         return dict(self._nc.stats)
+
+    def new_inbox(self) -> str:
+        """A unique inbox subject under this client's inbox prefix."""
+        with self._nuid_lock:
+            token = self._nuid.next().decode()
+        return f"{self.options.inbox_prefix}.{token}"
 
     # -- core NATS --------------------------------------------------------------------------------------
     def publish(

@@ -21,6 +21,7 @@ __all__ = [
     "InvalidAckSubjectError",
     "InvalidArgumentError",
     "InvalidTypeError",
+    "IteratorClosedError",
     "JetStreamError",
     "JetStreamNotEnabledError",
     "MaxPayloadError",
@@ -61,6 +62,10 @@ class ConnectionClosedError(JetStreamError):
 
 class NoServersError(JetStreamError, ConnectionError):
     """No server could be reached when connecting; check the URL and that the server runs."""
+
+
+class IteratorClosedError(JetStreamError):
+    """The messages() iterator was stopped or drained and holds no more messages."""
 
 
 class SubscriptionClosedError(JetStreamError):
