@@ -1,7 +1,7 @@
 """Quickstart: connect, create a stream and a consumer, publish, and read the messages back.
 
-    python examples/quickstart.py                          # starts an embedded nats-server for the demo
-    python examples/quickstart.py nats://127.0.0.1:4222    # or use your own server (JetStream enabled)
+python examples/quickstart.py                          # starts an embedded nats-server for the demo
+python examples/quickstart.py nats://127.0.0.1:4222    # or use your own server (JetStream enabled)
 """
 
 from __future__ import annotations

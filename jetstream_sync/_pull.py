@@ -275,6 +275,7 @@ class FetchPull(_Pull):
 
     async def _start(self) -> None:
         await self._subscribe()
+        self.client.add_listener(self)
         self.last_activity = time.monotonic()
         self._send_pull(pull_request(self.batch, self.expires, self.max_bytes, self.heartbeat, self.no_wait))
         log.debug(
@@ -325,8 +326,18 @@ class FetchPull(_Pull):
             return
         self.done = True
         self.buffer.finish(exc)
+        self.client.remove_listener(self)
         self._unsubscribe()
         self.client._forget(self)
+
+    def on_disconnected(self) -> None:
+        """The request is most likely gone with the connection: end the batch now, so a fetch loop's next
+        fetch goes out as soon as the connection is back instead of waiting out this one's deadline."""
+        log.debug("fetch %s: disconnected, ending the batch", self.consumer_label)
+        self._finish(None)
+
+    def on_reconnected(self) -> None:
+        return
 
     def cancel(self) -> None:
         """Any thread: end the fetch (deadline passed or the caller gave up)."""
@@ -474,6 +485,10 @@ class ContinuousPull(_Pull):
             max_bytes = 0
             if batch < 1:
                 return
+        if self.outstanding() <= 0:
+            # Nothing was outstanding, so the server owed us nothing until now: the heartbeat clock starts here,
+            # not at the last message before the user's own (possibly long) processing time.
+            self.last_activity = time.monotonic()
         self.pending_msgs += batch
         self.pending_bytes += max_bytes
         self.pulls_sent += 1
@@ -590,7 +605,12 @@ class ContinuousPull(_Pull):
     def _on_missed_heartbeat(self) -> None:
         self._hb_posted = False
         now = time.monotonic()
-        if self.stopped or not self.connected or now - self.last_activity <= 2 * self.options.idle_heartbeat:
+        if (
+            self.stopped
+            or not self.connected
+            or self.outstanding() <= 0
+            or now - self.last_activity <= 2 * self.options.idle_heartbeat
+        ):
             return
         self.heartbeats_missed += 1
         self.last_activity = now
@@ -629,7 +649,7 @@ class ContinuousPull(_Pull):
             pending_bytes=max(0, self.pending_bytes - (self.delivered_bytes - self.applied_bytes))
             if self.options.by_bytes
             else 0,
-            buffered=len(self.buffer),
+            buffered=max(0, self.received - self.delivered),  # received, not yet handed to the user
             heartbeats_missed=self.heartbeats_missed,
             reconnect_pulls=self.reconnect_pulls,
             warnings=self.warnings,
