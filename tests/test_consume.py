@@ -391,7 +391,7 @@ def test_server_restart_mid_consume_loses_nothing(nats_server_function, mode):
             def fetch_loop():
                 while not stop.is_set():
                     try:
-                        for msg in cons.fetch(200, expires=2):
+                        for msg in cons.fetch(200, expires=10):  # a long fetch, caught by the restart
                             handle(msg)
                     except errors.JetStreamError:
                         time.sleep(0.1)
@@ -416,5 +416,52 @@ def test_server_restart_mid_consume_loses_nothing(nats_server_function, mode):
         stop.set()
         if worker is not None:
             worker.join(10)
+    finally:
+        nc.close()
+
+
+def test_stall_longer_than_two_heartbeats_warns_then_recovers(fault_proxy):
+    nc = jetstream_sync.connect(fault_proxy.url, reconnect_wait=0.2)
+    try:
+        js = nc.jetstream()
+        stream = js.create_stream(StreamConfig(name="STALL", subjects=["stall.>"]))
+        cons = stream.create_consumer(ConsumerConfig(durable_name="c"))
+        recorder = Recorder()
+        got: list[bytes] = []
+        ctx = cons.consume(
+            lambda m: (m.ack(), got.append(m.data)), error_handler=recorder, expires=5, idle_heartbeat=0.5
+        )
+        publish(js, "stall.a", 10)
+        wait_until(lambda: len(got) == 10)
+        fault_proxy.stall("downstream")  # the server's traffic (heartbeats included) stops reaching us
+        wait_until(lambda: recorder.of(errors.MissedHeartbeatError), timeout=5)
+        assert not ctx.closed.is_set()
+        fault_proxy.resume()
+        publish(js, "stall.a", 10)
+        wait_until(lambda: len(got) == 20, timeout=10)
+        assert ctx.stats().heartbeats_missed >= 1
+        ctx.stop()
+    finally:
+        nc.close()
+
+
+def test_connection_cut_mid_consume_resumes(fault_proxy):
+    nc = jetstream_sync.connect(fault_proxy.url, reconnect_wait=0.1)
+    try:
+        js = nc.jetstream()
+        stream = js.create_stream(StreamConfig(name="CUT", subjects=["cut.>"]))
+        cons = stream.create_consumer(ConsumerConfig(durable_name="c", ack_wait=2))
+        got: set[tuple[str, bytes]] = set()
+        ctx = cons.consume(
+            lambda m: (m.ack(), got.add((m.subject, m.data))), max_messages=50, expires=5, idle_heartbeat=1
+        )
+        publish(js, "cut.a", 500)
+        wait_until(lambda: len(got) >= 100)
+        fault_proxy.cut()
+        wait_until(lambda: nc.reconnects >= 1 and nc.is_connected, timeout=5)
+        publish(js, "cut.b", 500)
+        wait_until(lambda: len(got) == 1000, timeout=20)
+        assert ctx.stats().reconnect_pulls >= 1
+        ctx.stop()
     finally:
         nc.close()
