@@ -1,0 +1,36 @@
+"""The examples run as users run them: one command, an embedded server, a clean exit."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def run_example(name: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(EXAMPLES / name), *args], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_quickstart_against_embedded_server():
+    result = run_example("quickstart.py")
+    assert result.returncode == 0, result.stderr
+    assert "duplicate=True (deduplicated)" in result.stdout
+    assert "fetched and acked 10 messages" in result.stdout
+    assert "stream now holds 0 messages" in result.stdout
+
+
+def test_quickstart_against_a_given_server(nats_server):
+    result = run_example("quickstart.py", nats_server.url)
+    assert result.returncode == 0, result.stderr
+    assert "started an embedded" not in result.stdout
+
+
+def test_worker_drains_and_stops_cleanly():
+    result = run_example("worker.py")
+    assert result.returncode == 0, result.stderr
+    assert "stopped cleanly after 21 jobs" in result.stderr
+    assert "Traceback" not in result.stderr
