@@ -91,6 +91,9 @@ class NatsClient(_NatsPyClient):
         """IO thread: queue encoded commands in nats-py's write buffer and wake its flusher once."""
         self._pending.extend(commands)
         self._pending_data_size += size
+        stats = self.stats
+        stats["out_msgs"] += len(commands)
+        stats["out_bytes"] += size
         if self.is_connected:
             queue = self._flush_queue
             if queue is not None and queue.empty():
