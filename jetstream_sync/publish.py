@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import json
 import threading
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 __all__ = ["AsyncPublisher", "default_publish_retry", "js_publish_headers", "parse_pub_ack"]
 
 DEFAULT_MAX_PENDING = 4000
+NO_RESPONDERS_ATTEMPTS = 4  # publish_async: tries, 50 ms apart and doubling, while JetStream does not answer
 
 
 def default_publish_retry() -> tenacity.Retrying:
@@ -138,12 +140,19 @@ class _InflightGate:
 
 
 class _PubAckReply:
-    """Resolves a publish_async future from the IO thread, and frees its in-flight slot."""
+    """Resolves a publish_async future from the IO thread, and frees its in-flight slot.
 
-    __slots__ = ("future", "gate")
+    "No responders" right after a restart means JetStream is not answering yet: the publish is sent again a
+    few times, backing off, before the future fails (the same idea as publish()'s retry policy).
+    """
 
-    def __init__(self, gate: _InflightGate) -> None:
-        self.gate = gate
+    __slots__ = ("attempts", "encode", "future", "publisher", "timeout")
+
+    def __init__(self, publisher: AsyncPublisher, encode: Callable[[bytes], bytes], timeout: float) -> None:
+        self.publisher = publisher
+        self.encode = encode
+        self.timeout = timeout
+        self.attempts = 1
         self.future: concurrent.futures.Future[PubAck] = concurrent.futures.Future()
 
     def resolve(self, subject: bytes, data: bytes, headers: bytes | None) -> None:
@@ -152,12 +161,14 @@ class _PubAckReply:
         except errors.JetStreamError as exc:
             self.fail(exc)
             return
-        self.gate.release()
+        self.publisher._gate.release()
         if not self.future.done():
             self.future.set_result(result)
 
     def fail(self, exc: BaseException) -> None:
-        self.gate.release()
+        if isinstance(exc, errors.NoRespondersError) and self.publisher._retry_later(self):
+            return
+        self.publisher._gate.release()
         if not self.future.done():
             self.future.set_exception(exc)
 
@@ -181,7 +192,7 @@ class AsyncPublisher:
         client = self._client
         ack_timeout = check_timeout(timeout, self.ack_timeout)
         self._gate.acquire(self.stall_timeout, self._closed)
-        reply = _PubAckReply(self._gate)
+        reply = _PubAckReply(self, encode, ack_timeout)
         subject = client._mux.register(reply, ack_timeout)
         try:
             client._outbound.put(encode(subject))
@@ -190,6 +201,24 @@ class AsyncPublisher:
             self._gate.release()
             raise
         return reply.future
+
+    def _retry_later(self, reply: _PubAckReply) -> bool:
+        """IO thread: schedule another attempt of a publish that met "no responders"; False when out of tries."""
+        if reply.attempts >= NO_RESPONDERS_ATTEMPTS or self._client.is_closed:
+            return False
+        delay = 0.05 * 2 ** (reply.attempts - 1)
+        reply.attempts += 1
+        asyncio.get_running_loop().call_later(delay, self._resend, reply)
+        return True
+
+    def _resend(self, reply: _PubAckReply) -> None:
+        client = self._client
+        if client.is_closed:
+            reply.fail(errors.ConnectionClosedError())
+            return
+        subject = client._mux.register(reply, reply.timeout)
+        command = reply.encode(subject)
+        client._nc.append_pending([command], len(command))
 
     @property
     def pending(self) -> int:
