@@ -206,3 +206,75 @@ for t in threads: t.start()
     assert result.returncode == 0, result.stderr
     for noise in ("Event loop is closed", "Traceback", "Task was destroyed", "coroutine", "Exception ignored"):
         assert noise not in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("mode", ["consume", "messages", "fetch"])
+def test_cut_connection_mid_read_redelivers_only_unacked(fault_proxy, mode):
+    """Acks confirmed by the server (ack_sync) are never redelivered; everything is processed at least once."""
+    nc = jetstream_sync.connect(fault_proxy.url, reconnect_wait=0.1, max_reconnect_attempts=-1)
+    try:
+        js = nc.jetstream(timeout=2)
+        stream = js.create_stream(StreamConfig(name="CUTR", subjects=["cutr.>"], storage=StorageType.FILE))
+        # ack_wait is far longer than an ack_sync takes, so a confirmed ack always beats the redelivery timer
+        cons = stream.create_consumer(ConsumerConfig(durable_name="c", ack_wait=5))
+        total = 600
+        for i in range(total):
+            js.publish_async("cutr.x", b"%d" % i)
+        js.publish_async_complete(timeout=10)
+        lock = threading.Lock()
+        confirmed: set[bytes] = set()
+        redelivered: set[bytes] = set()
+        violations: list[bytes] = []
+        cut_done = threading.Event()
+
+        def handle(msg):
+            with lock:
+                if msg.data in confirmed:
+                    violations.append(msg.data)  # the server confirmed its ack, yet delivered it again
+                if msg.metadata.num_delivered > 1:
+                    redelivered.add(msg.data)
+            try:
+                msg.ack_sync(timeout=1)
+            except errors.JetStreamError:
+                return  # not confirmed: may come back
+            with lock:
+                confirmed.add(msg.data)
+            if len(confirmed) == 150 and not cut_done.is_set():
+                cut_done.set()
+                fault_proxy.cut()
+
+        stop = threading.Event()
+        if mode == "consume":
+            ctx = cons.consume(handle, max_messages=50, expires=5, idle_heartbeat=1)
+            worker = None
+        else:
+
+            def read() -> None:
+                while not stop.is_set():
+                    try:
+                        if mode == "messages":
+                            with cons.messages(max_messages=50, expires=5, idle_heartbeat=1) as it:
+                                for msg in it:
+                                    handle(msg)
+                                    if stop.is_set():
+                                        return
+                        else:
+                            for msg in cons.fetch(50, expires=2):
+                                handle(msg)
+                    except errors.JetStreamError:
+                        time.sleep(0.05)
+
+            worker = threading.Thread(target=read)
+            worker.start()
+        wait_until(lambda: len(confirmed) == total, timeout=60)
+        stop.set()
+        if mode == "consume":
+            ctx.stop()
+        elif worker is not None:
+            nc.close()
+            worker.join(5)
+        assert cut_done.is_set() and nc.reconnects >= 1
+        assert not violations, f"confirmed acks redelivered: {violations[:5]}"
+        print(f"\ncut during {mode}: {total} processed, {len(redelivered)} redelivered (all unconfirmed)")
+    finally:
+        nc.close()
