@@ -64,6 +64,9 @@ def js_publish_headers(
     return extra
 
 
+_PUB_ACK_KEYS = frozenset({"stream", "seq", "duplicate", "domain"})
+
+
 def parse_pub_ack(data: bytes) -> PubAck:
     """A PubAck, or the APIError the stream answered with."""
     try:
@@ -77,6 +80,10 @@ def parse_pub_ack(data: bytes) -> PubAck:
         raise errors.api_error(int(error.get("code", 0)), int(error.get("err_code", 0)), str(error.get("description")))
     if "stream" not in body or "seq" not in body:
         raise errors.JetStreamError(f"invalid PubAck from the server: {data[:200]!r}")
+    if body.keys() <= _PUB_ACK_KEYS:  # the usual shape: skip the generic mapper, this runs once per publish
+        return PubAck(
+            stream=body["stream"], seq=body["seq"], duplicate=body.get("duplicate", False), domain=body.get("domain")
+        )
     return PubAck.from_json(body)
 
 
