@@ -15,6 +15,7 @@ import asyncio
 import heapq
 import itertools
 import logging
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -72,6 +73,18 @@ class NatsClient(_NatsPyClient):
             handler(subject, reply, data, headers)
         except Exception:
             log.exception("a message handler raised on the IO thread; the message was dropped")
+
+    def _connect_command(self) -> bytes:
+        """nats-py upgrades to TLS only when the server requires it. When the user asked for TLS (``tls=`` or a
+        tls:// URL) and the server offers none, refuse here, before CONNECT carries any credentials in clear."""
+        server = self._current_server
+        wants_tls = self.options.get("tls") is not None or (server is not None and server.uri.scheme == "tls")
+        if wants_tls and not self._server_info.get("tls_required"):
+            raise ssl.SSLError(
+                "TLS was asked for (tls= or a tls:// URL) but the server does not offer TLS; "
+                "refusing to connect in plain text"
+            )
+        return bytes(super()._connect_command())
 
     async def fast_subscribe(self, subject: str, queue: str, handler: Handler) -> Any:
         """Subscribe with ``handler`` called for each message; returns nats-py's Subscription."""

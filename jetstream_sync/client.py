@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import nats.errors
+from nats.aio.transport import TcpTransport
 from nats.nuid import NUID
 
 from . import errors
@@ -62,7 +63,7 @@ def subject_bytes(subject: object, field: str = "subject") -> bytes:
 class ConnectOptions:
     """Everything connect() accepts. Secrets are kept out of repr() and logs."""
 
-    servers: tuple[str, ...]
+    servers: tuple[str, ...] = attrs.field(repr=lambda servers: repr(tuple(_redact_url(url) for url in servers)))
     name: str | None = None
     user: str | None = None
     password: str | None = attrs.field(default=None, repr=False)
@@ -121,19 +122,102 @@ if hasattr(os, "register_at_fork"):
 atexit.register(_close_all_at_exit)
 
 
+# -ERR texts after which the same credentials will not work: retrying cannot help.
+_AUTH_FAILURES = ("authorization violation", "authentication expired", "authentication revoked")
+
+
+def _server_text(exc: BaseException) -> str:
+    """The server's words from a nats-py error: ``nats: 'Authorization Violation'`` -> ``Authorization Violation``."""
+    text = str(exc).strip()
+    text = text.removeprefix("nats: ").strip()
+    return text.strip("'").strip() or type(exc).__name__
+
+
 def _translate_error(exc: BaseException) -> BaseException:
     """nats-py's errors as ours, so users catch one hierarchy."""
     text = str(exc)
     lowered = text.lower()
-    if isinstance(exc, nats.errors.AuthorizationError) or "authorization violation" in lowered:
-        return errors.AuthorizationError(f"the server rejected the credentials: {text or 'authorization violation'}")
+    if isinstance(exc, nats.errors.AuthorizationError) or any(failure in lowered for failure in _AUTH_FAILURES):
+        return errors.AuthorizationError(
+            f"the server rejected the credentials ({_server_text(exc)}); "
+            "fix user/password, token, nkey or credentials: retrying will not help"
+        )
     if "permissions violation" in lowered:
-        return errors.PermissionViolationError(text)
+        return errors.PermissionViolationError(f"the server refused: {_server_text(exc)}")
     if isinstance(exc, nats.errors.SlowConsumerError):
         return errors.SlowConsumerError(text)
-    if isinstance(exc, errors.JetStreamError):
-        return exc
     return exc
+
+
+def _is_tls_failure(exc: BaseException) -> bool:
+    """A TLS handshake or certificate failure (ssl.SSLCertVerificationError is also an OSError)."""
+    return isinstance(exc, ssl.SSLError) or "ssl" in type(exc).__name__.lower()
+
+
+def _redact_url(url: str) -> str:
+    """A server URL without the user:password@ or token@ part, for messages and logs."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    userinfo, at, hostport = rest.rpartition("@")
+    if not at:
+        return url
+    return f"{scheme}{sep}***@{hostport}" if userinfo else url
+
+
+def _nkey_field(opts: ConnectOptions) -> str:
+    """The connect() argument that made nats-py use nkeys."""
+    if opts.credentials is not None:
+        return "credentials"
+    return "nkey_seed" if opts.nkey_seed is not None else "nkey_seed_file"
+
+
+_TLS_HINT = (
+    "check the tls= SSLContext: the CA it trusts (load_verify_locations), its client certificate if the server "
+    "verifies clients (load_cert_chain), and tls_hostname against the server's certificate"
+)
+
+
+def _connect_failure(
+    seen: Sequence[BaseException], raised: BaseException, servers: Sequence[str], tls: bool
+) -> tuple[errors.JetStreamError, BaseException]:
+    """What connect() raises, and its cause, from every error nats-py reported while it tried the servers.
+
+    nats-py ends a failed first connect with a bare NoServersError; the reason is in what it reported before.
+    Rejected credentials win (retrying cannot help), then a TLS failure, then the last error seen. ``tls``:
+    the server asked for TLS, so a connection it dropped was most likely refused in the handshake (with TLS 1.3
+    a server that wants a client certificate may close the connection before the client sees its alert).
+    """
+    where = [_redact_url(url) for url in servers]
+    for exc in seen:
+        translated = _translate_error(exc)
+        if isinstance(translated, errors.AuthorizationError):
+            return translated, exc
+    for exc in seen:
+        if _is_tls_failure(exc):
+            return errors.NoServersError(f"TLS handshake with {where} failed: {exc}; {_TLS_HINT}"), exc
+    cause = seen[-1] if seen else raised
+    if tls and isinstance(cause, ConnectionError) and not isinstance(cause, ConnectionRefusedError):
+        message = f"TLS handshake with {where} failed: the server closed the connection ({cause}); {_TLS_HINT}"
+        return errors.NoServersError(message), cause
+    message = f"could not connect to {where}: {cause or type(cause).__name__}; check the URL and that nats-server runs"
+    return errors.NoServersError(message), cause
+
+
+def _drop_failed_tls_transport(nc: NatsClient) -> None:
+    """Work around nats-py issue 718: after a failed TLS upgrade, connect() hangs instead of failing.
+
+    The plain stream's socket was handed to the TLS layer, so closing nats-py's transport waits for a close
+    event that never comes. Close the socket and drop the transport; nats-py makes a new one for its next try.
+    """
+    transport = nc._transport
+    writer = getattr(transport, "_io_writer", None)
+    if not isinstance(transport, TcpTransport) or not isinstance(writer, asyncio.StreamWriter):
+        return
+    if isinstance(writer.transport.get_protocol(), asyncio.StreamReaderProtocol):
+        return  # a plain or an upgraded stream: closing it works
+    writer.transport.close()
+    nc._transport = None
 
 
 class _FutureReply:
@@ -183,7 +267,8 @@ class Client:
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("connected" if self.is_connected else "disconnected")
-        return f"<jetstream_sync.Client {self.options.name or ''} {state} servers={list(self.options.servers)}>"
+        servers = [_redact_url(url) for url in self.options.servers]
+        return f"<jetstream_sync.Client {self.options.name or ''} {state} servers={servers}>"
 
     def __enter__(self) -> Client:
         return self
@@ -211,8 +296,8 @@ class Client:
             "name": opts.name,
             "connect_timeout": opts.connect_timeout,
             "allow_reconnect": opts.allow_reconnect,
-            # The first connect tries each server once, quickly, as nats.go does; the reconnect policy the
-            # user asked for applies once connected (set below).
+            # The first connect fails fast, as nats.go's does: each server is tried at most twice, without a
+            # wait in between; the reconnect policy the user asked for applies once connected (set below).
             "max_reconnect_attempts": 1,
             "reconnect_time_wait": 0,
             "ping_interval": opts.ping_interval,
@@ -236,19 +321,18 @@ class Client:
             "tls_hostname": opts.tls_hostname,
         }
         kwargs.update({k: v for k, v in optional.items() if v is not None})
+        self._connect_errors: list[BaseException] = []  # what nats-py reported while trying; see _on_error
         try:
             await self._nc.connect(**kwargs)
+        except ImportError as exc:  # nats-py imports nkeys only when nkey or credentials auth is asked for
+            field = _nkey_field(opts)
+            raise errors.InvalidArgumentError(field, f"needs the nkeys package: pip install nkeys ({exc})") from exc
         except Exception as exc:
-            exc = self._nc._err or exc
-            translated = _translate_error(exc)
-            if isinstance(translated, errors.AuthorizationError):
-                raise translated from exc
-            if isinstance(exc, ssl.SSLError) or "ssl" in type(exc).__name__.lower():
-                raise errors.NoServersError(f"TLS handshake with {list(opts.servers)} failed: {exc}") from exc
-            raise errors.NoServersError(
-                f"could not connect to {list(opts.servers)}: {exc or type(exc).__name__}; "
-                "check the URL and that nats-server is running"
-            ) from exc
+            if type(exc).__module__.partition(".")[0] == "nkeys":  # a malformed seed; the text never holds it
+                raise errors.InvalidArgumentError(_nkey_field(opts), f"is not a usable nkey seed: {exc}") from exc
+            tls = bool(self._nc._server_info.get("tls_required"))
+            failure, cause = _connect_failure(self._connect_errors, exc, opts.servers, tls)
+            raise failure from cause
         self._nc.options["max_reconnect_attempts"] = opts.max_reconnect_attempts
         self._nc.options["reconnect_time_wait"] = opts.reconnect_wait
         await self._nc.fast_subscribe(self._mux.subject, "", self._mux.handle)
@@ -262,8 +346,10 @@ class Client:
 
     # -- nats-py callbacks (IO thread) ------------------------------------------------------------------
     async def _on_error(self, exc: Exception) -> None:
+        _drop_failed_tls_transport(self._nc)
         if self._sweeper is None:
             log.debug("while connecting: %s", exc)  # the failure is raised from connect()
+            self._connect_errors.append(exc)
             return
         self._report_error(_translate_error(exc))
 
