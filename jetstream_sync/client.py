@@ -253,6 +253,7 @@ class Client:
         self._close_lock = threading.Lock()
         self._closeables: weakref.WeakSet[Any] = weakref.WeakSet()
         self._listeners: list[_ConnectionListener] = []
+        self._dispatchers: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
         self._io = IOLoop()
         self._watchdog = Watchdog()
         self._nc = NatsClient()
@@ -553,6 +554,10 @@ class Client:
     def register_closeable(self, closeable: _Closeable) -> None:
         self._closeables.add(closeable)
 
+    def register_dispatcher(self, thread: threading.Thread) -> None:
+        """Internal: a consume's handler thread, joined by close()."""
+        self._dispatchers.add(thread)
+
     # -- closing ----------------------------------------------------------------------------------------
     def drain(self, timeout: float | None = None) -> None:
         """Stop receiving, let readers take what is buffered, flush what was published, then close."""
@@ -599,6 +604,7 @@ class Client:
             except (errors.JetStreamError, OSError):
                 log.debug("close: the connection did not close cleanly", exc_info=True)
         self._shutdown_threads(timeout)
+        self._join_dispatchers(time.monotonic() + timeout)
         if self.options.closed_callback is not None:
             self._watchdog.call_soon(self.options.closed_callback)
         self._watchdog.stop(timeout)
@@ -611,6 +617,17 @@ class Client:
             await self._nc.close()
         finally:
             self._mux.fail_all(errors.ConnectionClosedError)
+
+    def _join_dispatchers(self, deadline: float) -> None:
+        """Wait for consume handler threads to finish the message in hand; a handler that never returns is
+        left behind (a daemon thread) with a warning rather than hanging close()."""
+        current = threading.current_thread()
+        for thread in list(self._dispatchers):
+            if thread is current:
+                continue
+            thread.join(max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
+                log.warning("close: the handler on %s is still running; its thread ends when it returns", thread.name)
 
     def _shutdown_threads(self, timeout: float) -> None:
         self._io.cancel_calls()

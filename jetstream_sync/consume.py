@@ -193,6 +193,7 @@ class ConsumeContext:
         )
 
     def _start(self) -> None:
+        self._pull.client.register_dispatcher(self._thread)
         self._thread.start()
 
     def _run(self) -> None:
