@@ -12,16 +12,17 @@ the 2.x line (pinned in pyproject.toml):
 from __future__ import annotations
 
 import asyncio
-import heapq
 import itertools
 import logging
 import ssl
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from nats.aio.client import Client as _NatsPyClient
+from nats.aio.transport import TcpTransport
 from nats.nuid import NUID
 
 from . import errors
@@ -98,7 +99,47 @@ class NatsClient(_NatsPyClient):
             await sub.unsubscribe()
 
     def unwritten_bytes(self) -> int:
-        return int(self._pending_data_size)
+        """Bytes not yet handed to the socket: nats-py's pending list plus the transport's buffer."""
+        writer = self._tcp_writer()
+        buffered = writer.transport.get_write_buffer_size() if writer is not None else 0
+        return int(self._pending_data_size) + int(buffered)
+
+    def _tcp_writer(self) -> asyncio.StreamWriter | None:
+        transport = self._transport
+        if not isinstance(transport, TcpTransport):
+            return None
+        writer = transport._io_writer
+        return writer if isinstance(writer, asyncio.StreamWriter) else None
+
+    def write_now(self, commands: list[bytes], size: int) -> bool:
+        """IO thread: write straight to the socket when nothing of nats-py's is waiting to go first.
+
+        Saves the flusher task's extra loop iteration per burst; False when nats-py must queue it instead
+        (not connected, or its own pending data has to keep its place in line).
+        """
+        if not self.is_connected or self._pending_data_size:
+            return False
+        writer = self._tcp_writer()
+        if writer is None or writer.transport.is_closing():
+            return False
+        if len(commands) == 1:
+            writer.write(commands[0])
+        else:
+            writer.writelines(commands)
+        stats = self.stats
+        stats["out_msgs"] += len(commands)
+        stats["out_bytes"] += size
+        return True
+
+    async def wait_writable(self) -> None:
+        """Until the socket's buffer drained below its low-water mark (or the connection is gone)."""
+        writer = self._tcp_writer()
+        if writer is None or not self.is_connected:
+            return
+        try:
+            await writer.drain()
+        except (ConnectionError, RuntimeError, AssertionError):
+            return
 
     def append_pending(self, commands: list[bytes], size: int) -> None:
         """IO thread: queue encoded commands in nats-py's write buffer and wake its flusher once."""
@@ -188,13 +229,13 @@ class Outbound:
             # Keep _scheduled set so user threads queue (and block at high water) until the socket drains.
             asyncio.get_running_loop().create_task(self._drain_when_writable())
             return
-        if commands and not nc.is_closed:
+        if commands and not nc.is_closed and not nc.write_now(commands, size):
             nc.append_pending(commands, size)
 
     async def _drain_when_writable(self) -> None:
-        nc = self._nc
-        while nc.is_connected and nc.unwritten_bytes() > _WRITE_HIGH_WATER // 2:
-            await asyncio.sleep(0.0005)
+        await self._nc.wait_writable()
+        if not self._nc.is_connected:
+            await asyncio.sleep(0.001)  # reconnecting: _drain then queues into nats-py's reconnect buffer
         self._drain()
 
     def wake_all(self) -> None:
@@ -219,7 +260,8 @@ class RequestMux:
         self._plen = len(self._prefix_b)
         self._pending: dict[bytes, Reply] = {}
         self._counter = itertools.count(1)
-        self._deadlines: list[tuple[float, bytes]] = []
+        # timeout -> (deadline, token) in submission order: one FIFO per distinct timeout keeps it O(1)
+        self._deadlines: dict[float, deque[tuple[float, bytes]]] = {}
         self._deadlines_lock = threading.Lock()
 
     @property
@@ -235,7 +277,10 @@ class RequestMux:
         self._pending[token] = reply
         if timeout is not None:
             with self._deadlines_lock:
-                heapq.heappush(self._deadlines, (time.monotonic() + timeout, token))
+                queue = self._deadlines.get(timeout)
+                if queue is None:
+                    queue = self._deadlines[timeout] = deque()
+                queue.append((time.monotonic() + timeout, token))
         return self._prefix_b + token
 
     def forget(self, reply_subject: bytes) -> None:
@@ -255,9 +300,9 @@ class RequestMux:
         """IO thread: fail entries whose deadline passed."""
         expired: list[bytes] = []
         with self._deadlines_lock:
-            heap = self._deadlines
-            while heap and heap[0][0] <= now:
-                expired.append(heapq.heappop(heap)[1])
+            for queue in self._deadlines.values():
+                while queue and queue[0][0] <= now:
+                    expired.append(queue.popleft()[1])
         for token in expired:
             entry = self._pending.pop(token, None)
             if entry is not None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import concurrent.futures
 import contextlib
 import logging
 import os
@@ -23,7 +22,7 @@ from nats.nuid import NUID
 
 from . import errors
 from ._connection import NatsClient, Outbound, RequestMux, encode_pub
-from ._io import IOLoop, wait_future
+from ._io import IOLoop
 from ._validate import check_payload, check_queue, check_subject, check_timeout, to_seconds
 from ._watchdog import Watchdog
 from .headers import HeadersInput, encode_headers
@@ -220,24 +219,39 @@ def _drop_failed_tls_transport(nc: NatsClient) -> None:
     nc._transport = None
 
 
-class _FutureReply:
-    """A request waiting on a concurrent future for its reply message."""
+class _ReplyWaiter:
+    """One synchronous request's reply: a pre-acquired lock is the cheapest one-shot wake-up between threads
+    (a concurrent.futures.Future costs a Condition per call, and js.publish pays it on every message)."""
 
-    __slots__ = ("client", "future")
+    __slots__ = ("_lock", "client", "done", "error", "msg")
 
     def __init__(self, client: Client) -> None:
         self.client = client
-        self.future: concurrent.futures.Future[Msg] = concurrent.futures.Future()
+        self.msg: Msg | None = None
+        self.error: BaseException | None = None
+        self.done = False
+        self._lock = threading.Lock()
+        self._lock.acquire()
 
     def resolve(self, subject: bytes, data: bytes, headers: bytes | None) -> None:
-        if not self.future.done():
-            with contextlib.suppress(concurrent.futures.InvalidStateError):
-                self.future.set_result(Msg(subject.decode(), "", data, headers, self.client))
+        if not self.done:
+            self.msg = Msg(subject.decode(), "", data, headers, self.client)
+            self.done = True
+            self._lock.release()
 
     def fail(self, exc: BaseException) -> None:
-        if not self.future.done():
-            with contextlib.suppress(concurrent.futures.InvalidStateError):
-                self.future.set_exception(exc)
+        if not self.done:
+            self.error = exc
+            self.done = True
+            self._lock.release()
+
+    def wait(self, timeout: float, what: str) -> Msg:
+        if not self._lock.acquire(timeout=timeout):
+            raise errors.TimeoutError(f"{what} did not complete within {timeout:g}s")
+        if self.error is not None:
+            raise self.error
+        assert self.msg is not None
+        return self.msg
 
 
 class Client:
@@ -480,11 +494,11 @@ class Client:
         return lambda reply: encode_pub(subj, reply, hdr, payload)
 
     def _request(self, encode: Callable[[bytes], bytes], timeout: float, what: str) -> Msg:
-        waiter = _FutureReply(self)
+        waiter = _ReplyWaiter(self)
         reply = self._mux.register(waiter)
         try:
             self._outbound.put(encode(reply))
-            return wait_future(waiter.future, timeout, what)
+            return waiter.wait(timeout, what)
         except errors.TimeoutError:
             if not self.is_connected and not self._closed:
                 raise errors.TimeoutError(
@@ -604,6 +618,8 @@ class Client:
             except (errors.JetStreamError, OSError):
                 log.debug("close: the connection did not close cleanly", exc_info=True)
         self._shutdown_threads(timeout)
+        if not self._io.thread.is_alive():
+            self._mux.fail_all(errors.ConnectionClosedError)  # whatever the IO thread did not get to
         self._join_dispatchers(time.monotonic() + timeout)
         if self.options.closed_callback is not None:
             self._watchdog.call_soon(self.options.closed_callback)
