@@ -21,7 +21,7 @@ from nats.aio.transport import TcpTransport
 from nats.nuid import NUID
 
 from . import errors
-from ._connection import NatsClient, Outbound, RequestMux, encode_pub
+from ._connection import Command, NatsClient, Outbound, RequestMux, encode_pub, encode_pub_parts
 from ._io import IOLoop
 from ._validate import check_payload, check_queue, check_subject, check_timeout, to_seconds
 from ._watchdog import Watchdog
@@ -40,7 +40,7 @@ ErrorCallback = Callable[[BaseException], object]
 EventCallback = Callable[[], object]
 
 _DEFAULT_PENDING_SIZE = 2 * 1024 * 1024
-_OUTBOUND_HIGH_WATER = 8 * 1024 * 1024
+_OUTBOUND_HIGH_WATER = 1024 * 1024
 
 
 @lru_cache(maxsize=4096)
@@ -481,7 +481,7 @@ class Client:
 
     def prepare_publish(
         self, subject: str, data: bytes, headers: HeadersInput | None, extra: Sequence[tuple[bytes, bytes]] = ()
-    ) -> Callable[[bytes], bytes]:
+    ) -> Callable[[bytes], Command]:
         """Validate everything now, before anything is sent; encode once the reply subject is known."""
         subj = subject_bytes(subject)
         payload = data if type(data) is bytes else check_payload("data", data)
@@ -491,9 +491,9 @@ class Client:
             raise errors.MaxPayloadError(
                 "data", f"message of {size} bytes exceeds the server's max_payload of {self.max_payload} bytes"
             )
-        return lambda reply: encode_pub(subj, reply, hdr, payload)
+        return lambda reply: encode_pub_parts(subj, reply, hdr, payload)
 
-    def _request(self, encode: Callable[[bytes], bytes], timeout: float, what: str) -> Msg:
+    def _request(self, encode: Callable[[bytes], Command], timeout: float, what: str) -> Msg:
         waiter = _ReplyWaiter(self)
         reply = self._mux.register(waiter)
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING
 import tenacity
 
 from . import errors
+from ._connection import Command
 from ._validate import check_int, check_str_or_none, check_timeout
 from .models import PubAck
 
@@ -44,6 +46,14 @@ def js_publish_headers(
     expected_last_msg_id: str | None,
 ) -> list[tuple[bytes, bytes]]:
     """The Nats-* headers that carry dedup and optimistic-concurrency checks."""
+    if (
+        msg_id is None
+        and expected_stream is None
+        and expected_last_sequence is None
+        and expected_last_subject_sequence is None
+        and expected_last_msg_id is None
+    ):
+        return []
     extra: list[tuple[bytes, bytes]] = []
     for field, key, text in (
         ("msg_id", b"Nats-Msg-Id", msg_id),
@@ -65,10 +75,15 @@ def js_publish_headers(
 
 
 _PUB_ACK_KEYS = frozenset({"stream", "seq", "duplicate", "domain"})
+# The server's usual PubAck, read without a JSON parser: it arrives once per publish on the IO thread.
+_PLAIN_PUB_ACK = re.compile(rb'\{"stream":"([^"\\]+)","seq":(\d+)(,"duplicate":true)?\}')
 
 
 def parse_pub_ack(data: bytes) -> PubAck:
     """A PubAck, or the APIError the stream answered with."""
+    plain = _PLAIN_PUB_ACK.fullmatch(data)
+    if plain is not None:
+        return PubAck(stream=plain[1].decode(), seq=int(plain[2]), duplicate=plain[3] is not None)
     try:
         body = json.loads(data)
     except ValueError as exc:
@@ -93,14 +108,19 @@ class _InflightGate:
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.count = 0
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._waiters = 0
 
     def acquire(self, timeout: float, closed: Callable[[], bool]) -> None:
+        lock = self._lock
+        lock.acquire()  # the plain lock on the hot path: a Condition's context manager costs more than the work
+        if self.count < self.limit:
+            self.count += 1
+            lock.release()
+            return
+        lock.release()
         with self._cond:
-            if self.count < self.limit:
-                self.count += 1
-                return
             deadline = time.monotonic() + timeout
             self._waiters += 1
             try:
@@ -119,9 +139,13 @@ class _InflightGate:
                 self._waiters -= 1
 
     def release(self) -> None:
-        with self._cond:
-            self.count -= 1
-            if self._waiters:
+        lock = self._lock
+        lock.acquire()
+        self.count -= 1
+        waiters = self._waiters
+        lock.release()
+        if waiters:
+            with self._cond:
                 self._cond.notify_all()
 
     def wait_empty(self, timeout: float, closed: Callable[[], bool]) -> None:
@@ -155,7 +179,7 @@ class _PubAckReply:
 
     __slots__ = ("attempts", "encode", "future", "publisher", "timeout")
 
-    def __init__(self, publisher: AsyncPublisher, encode: Callable[[bytes], bytes], timeout: float) -> None:
+    def __init__(self, publisher: AsyncPublisher, encode: Callable[[bytes], Command], timeout: float) -> None:
         self.publisher = publisher
         self.encode = encode
         self.timeout = timeout
@@ -194,7 +218,7 @@ class AsyncPublisher:
         return self._client.is_closed
 
     def submit(
-        self, encode: Callable[[bytes], bytes], timeout: float | timedelta | None
+        self, encode: Callable[[bytes], Command], timeout: float | timedelta | None
     ) -> concurrent.futures.Future[PubAck]:
         client = self._client
         ack_timeout = check_timeout(timeout, self.ack_timeout)
@@ -225,7 +249,8 @@ class AsyncPublisher:
             return
         subject = client._mux.register(reply, reply.timeout)
         command = reply.encode(subject)
-        client._nc.append_pending([command], len(command))
+        parts = [command] if isinstance(command, bytes) else list(command)
+        client._nc.append_pending(parts, sum(len(part) for part in parts), 1)
 
     @property
     def pending(self) -> int:

@@ -1,0 +1,357 @@
+"""The data source's options: Spark hands over strings; these classes check them and keep typed, picklable values.
+
+Everything is validated on the driver side, when the reader or writer is created, so a bad option fails the
+query before anything is sent, with an InvalidArgumentError (or InvalidTypeError) naming the option. Option
+names are case-insensitive, as everywhere in Spark.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import ssl
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Literal
+
+import attrs
+
+from .. import errors
+from .._validate import check_name, check_subject
+from ..models import parse_time
+
+if TYPE_CHECKING:
+    from ..client import Client
+
+__all__ = ["ConnectionOptions", "ReadOptions", "WriteOptions", "parse_read_options", "parse_write_options"]
+
+log = logging.getLogger("jetstream_sync.spark")
+
+ReadMode = Literal["auto", "direct", "consumer"]
+Start = int | Literal["earliest", "latest"]
+
+_CONNECTION_KEYS = (
+    "servers",
+    "name",
+    "user",
+    "password",
+    "token",
+    "credentials",
+    "nkeySeedFile",
+    "tlsCaFile",
+    "tlsCertFile",
+    "tlsKeyFile",
+    "tlsHostname",
+    "connectTimeout",
+    "timeout",
+)
+_READ_KEYS = (
+    "stream",
+    "subjects",
+    "startingSequence",
+    "startingTime",
+    "endingSequence",
+    "maxMessagesPerTrigger",
+    "numPartitions",
+    "minPartitionSize",
+    "failOnDataLoss",
+    "readMode",
+    "fetchBatchSize",
+    "fetchMaxBytes",
+)
+_WRITE_KEYS = ("subject", "msgIdColumn", "idempotent", "maxInFlight", "publishTimeout")
+# Options Spark itself sets or passes through: never worth a warning.
+_SPARK_KEYS = frozenset({"path", "checkpointlocation", "queryname", "__dsv2_tags"})
+
+DEFAULT_NUM_PARTITIONS = 4
+DEFAULT_MIN_PARTITION_SIZE = 10_000
+DEFAULT_FETCH_BATCH_SIZE = 5_000
+DEFAULT_FETCH_MAX_BYTES = 8 * 1024 * 1024
+DEFAULT_MAX_IN_FLIGHT = 4_000
+# The server keeps times as int64 nanoseconds since 1970: later times overflow and select the wrong message.
+_EARLIEST_TIME = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_LATEST_TIME = datetime(2262, 4, 11, tzinfo=timezone.utc)
+
+
+@attrs.frozen(kw_only=True)
+class ConnectionOptions:
+    """How executors connect. Hashable: it keys the per-process client cache. Secrets stay out of repr()."""
+
+    servers: tuple[str, ...]
+    name: str = "jetstream-sync-spark"
+    user: str | None = None
+    password: str | None = attrs.field(default=None, repr=False)
+    token: str | None = attrs.field(default=None, repr=False)
+    credentials: str | None = None
+    nkey_seed_file: str | None = None
+    tls_ca_file: str | None = None
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    tls_hostname: str | None = None
+    connect_timeout: float = 5.0
+    timeout: float = 10.0
+
+    def tls_context(self) -> ssl.SSLContext | None:
+        """Built where the connection is made: an SSLContext does not pickle, file paths do."""
+        if self.tls_ca_file is None and self.tls_cert_file is None:
+            return None
+        for option, path in (
+            ("tlsCaFile", self.tls_ca_file),
+            ("tlsCertFile", self.tls_cert_file),
+            ("tlsKeyFile", self.tls_key_file),
+        ):
+            if path is not None and not os.path.isfile(path):
+                raise errors.InvalidArgumentError(option, f"file {path!r} does not exist on this machine")
+        context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=self.tls_ca_file)
+        if self.tls_cert_file is not None:
+            context.load_cert_chain(self.tls_cert_file, self.tls_key_file)
+        return context
+
+    def connect(self) -> Client:
+        from ..client import connect
+
+        return connect(
+            list(self.servers),
+            name=self.name,
+            user=self.user,
+            password=self.password,
+            token=self.token,
+            credentials=self.credentials,
+            nkey_seed_file=self.nkey_seed_file,
+            tls=self.tls_context(),
+            tls_hostname=self.tls_hostname,
+            connect_timeout=self.connect_timeout,
+            timeout=self.timeout,
+        )
+
+
+@attrs.frozen(kw_only=True)
+class ReadOptions:
+    """A validated read (batch or streaming). Sequences are inclusive; ``None`` means "not set"."""
+
+    connection: ConnectionOptions
+    stream: str
+    subjects: tuple[str, ...] = ()
+    starting_sequence: Start
+    starting_time: datetime | None = None
+    ending_sequence: int | Literal["latest"] | None = None
+    max_messages_per_trigger: int | None = None
+    num_partitions: int = DEFAULT_NUM_PARTITIONS
+    min_partition_size: int = DEFAULT_MIN_PARTITION_SIZE
+    fail_on_data_loss: bool = True
+    read_mode: ReadMode = "auto"
+    fetch_batch_size: int = DEFAULT_FETCH_BATCH_SIZE
+    fetch_max_bytes: int = DEFAULT_FETCH_MAX_BYTES
+
+
+@attrs.frozen(kw_only=True)
+class WriteOptions:
+    """A validated write. ``subject`` is the default subject for a DataFrame without a ``subject`` column."""
+
+    connection: ConnectionOptions
+    subject: str | None = None
+    msg_id_column: str | None = None
+    idempotent: bool = True
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
+    publish_timeout: float = 10.0
+
+
+def _lower(options: Mapping[str, str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in options.items():
+        if not isinstance(value, str):
+            raise errors.InvalidTypeError(key, f"must be a string option, got {type(value).__name__}")
+        out[key.lower()] = value
+    return out
+
+
+def _warn_unknown(options: dict[str, str], known: tuple[str, ...], what: str) -> None:
+    names = {k.lower() for k in known}
+    for key in sorted(set(options) - names - _SPARK_KEYS):
+        log.warning("jetstream %s: ignoring unknown option %r (known: %s)", what, key, ", ".join(known))
+
+
+def _text(options: dict[str, str], name: str, *, strip: bool = True) -> str | None:
+    value = options.get(name.lower())
+    if value is None:
+        return None
+    value = value.strip() if strip else value
+    if not value:
+        raise errors.InvalidArgumentError(name, "must not be empty")
+    return value
+
+
+def _int(options: dict[str, str], name: str, default: int, minimum: int = 1) -> int:
+    text = _text(options, name)
+    if text is None:
+        return default
+    try:
+        number = int(text.replace("_", ""))
+    except ValueError:
+        raise errors.InvalidArgumentError(name, f"must be a whole number, got {text!r}") from None
+    if number < minimum:
+        raise errors.InvalidArgumentError(name, f"must be >= {minimum}, got {number}")
+    return number
+
+
+def _seconds(options: dict[str, str], name: str, default: float) -> float:
+    text = _text(options, name)
+    if text is None:
+        return default
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise errors.InvalidArgumentError(name, f"must be a number of seconds, got {text!r}") from None
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise errors.InvalidArgumentError(name, f"must be a positive number of seconds, got {text!r}")
+    return seconds
+
+
+def _bool(options: dict[str, str], name: str, default: bool) -> bool:
+    text = _text(options, name)
+    if text is None:
+        return default
+    lowered = text.lower()
+    if lowered in {"true", "1", "yes"}:
+        return True
+    if lowered in {"false", "0", "no"}:
+        return False
+    raise errors.InvalidArgumentError(name, f"must be true or false, got {text!r}")
+
+
+def _connection(options: dict[str, str]) -> ConnectionOptions:
+    servers_text = _text(options, "servers")
+    if servers_text is None:
+        raise errors.InvalidArgumentError("servers", "is required: the NATS URL(s), e.g. nats://127.0.0.1:4222")
+    servers = tuple(s.strip() for s in servers_text.split(",") if s.strip())
+    if not servers:
+        raise errors.InvalidArgumentError("servers", f"must list at least one URL, got {servers_text!r}")
+    user, password = _text(options, "user"), _text(options, "password", strip=False)
+    if password is not None and user is None:
+        raise errors.InvalidArgumentError("password", "given without user")
+    cert, key = _text(options, "tlsCertFile"), _text(options, "tlsKeyFile")
+    if key is not None and cert is None:
+        raise errors.InvalidArgumentError("tlsKeyFile", "given without tlsCertFile")
+    return ConnectionOptions(
+        servers=servers,
+        name=_text(options, "name") or "jetstream-sync-spark",
+        user=user,
+        password=password,
+        token=_text(options, "token", strip=False),
+        credentials=_text(options, "credentials"),
+        nkey_seed_file=_text(options, "nkeySeedFile"),
+        tls_ca_file=_text(options, "tlsCaFile"),
+        tls_cert_file=cert,
+        tls_key_file=key,
+        tls_hostname=_text(options, "tlsHostname"),
+        connect_timeout=_seconds(options, "connectTimeout", 5.0),
+        timeout=_seconds(options, "timeout", 10.0),
+    )
+
+
+def _sequence(options: dict[str, str], name: str, words: tuple[str, ...]) -> int | str | None:
+    text = _text(options, name)
+    if text is None:
+        return None
+    if text.lower() in words:
+        return text.lower()
+    try:
+        number = int(text.replace("_", ""))
+    except ValueError:
+        raise errors.InvalidArgumentError(
+            name, f"must be {', '.join(words)} or a sequence number, got {text!r}"
+        ) from None
+    if number < 1:
+        raise errors.InvalidArgumentError(name, f"sequences start at 1, got {number}")
+    return number
+
+
+def _time(options: dict[str, str], name: str) -> datetime | None:
+    text = _text(options, name)
+    if text is None:
+        return None
+    moment: datetime | None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        moment = parse_time(text)  # RFC 3339 with nanoseconds, as the server writes it
+    if moment is None:
+        raise errors.InvalidArgumentError(
+            name, f"must be an ISO 8601 timestamp such as 2025-01-31T12:00:00Z, got {text!r}"
+        )
+    moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)  # naive means UTC
+    if not _EARLIEST_TIME <= moment <= _LATEST_TIME:
+        raise errors.InvalidArgumentError(
+            name, f"must lie between 1970 and 2262 (server time in nanoseconds), got {text!r}"
+        )
+    return moment
+
+
+def parse_read_options(raw: Mapping[str, str], *, streaming: bool) -> ReadOptions:
+    """Check the options of ``spark.read`` / ``spark.readStream``; the error names the option at fault."""
+    options = _lower(raw)
+    _warn_unknown(options, _CONNECTION_KEYS + _READ_KEYS, "read")
+    connection = _connection(options)
+    stream = _text(options, "stream") or _text(options, "path")
+    if stream is None:
+        raise errors.InvalidArgumentError("stream", "is required: the name of the stream to read")
+    check_name("stream", stream)
+    subjects_text = _text(options, "subjects")
+    subjects: tuple[str, ...] = ()
+    if subjects_text is not None:
+        subjects = tuple(
+            check_subject("subjects", s.strip(), wildcards=True) for s in subjects_text.split(",") if s.strip()
+        )
+    starting = _sequence(options, "startingSequence", ("earliest", "latest"))
+    starting_time = _time(options, "startingTime")
+    if starting is not None and starting_time is not None:
+        raise errors.InvalidArgumentError("startingTime", "cannot be combined with startingSequence; set one")
+    ending = _sequence(options, "endingSequence", ("latest",))
+    if streaming and ending is not None:
+        raise errors.InvalidArgumentError("endingSequence", "is for batch reads; a streaming query has no end")
+    if isinstance(ending, int) and isinstance(starting, int) and ending < starting:
+        raise errors.InvalidArgumentError("endingSequence", f"{ending} is below startingSequence {starting}")
+    max_per_trigger: int | None = None
+    if _text(options, "maxMessagesPerTrigger") is not None:
+        if not streaming:
+            raise errors.InvalidArgumentError("maxMessagesPerTrigger", "is for streaming reads (readStream)")
+        max_per_trigger = _int(options, "maxMessagesPerTrigger", 0)
+    mode = (_text(options, "readMode") or "auto").lower()
+    if mode not in {"auto", "direct", "consumer"}:
+        raise errors.InvalidArgumentError("readMode", f"must be auto, direct or consumer, got {mode!r}")
+    # Kafka's defaults: a streaming query starts at the end, a batch read at the beginning.
+    default_start: Start = "latest" if streaming else "earliest"
+    return ReadOptions(
+        connection=connection,
+        stream=stream,
+        subjects=subjects,
+        starting_sequence=default_start if starting is None else starting,  # type: ignore[arg-type]
+        starting_time=starting_time,
+        ending_sequence=("latest" if not streaming else None) if ending is None else ending,  # type: ignore[arg-type]
+        max_messages_per_trigger=max_per_trigger,
+        num_partitions=_int(options, "numPartitions", DEFAULT_NUM_PARTITIONS),
+        min_partition_size=_int(options, "minPartitionSize", DEFAULT_MIN_PARTITION_SIZE),
+        fail_on_data_loss=_bool(options, "failOnDataLoss", True),
+        read_mode=mode,  # type: ignore[arg-type]
+        fetch_batch_size=_int(options, "fetchBatchSize", DEFAULT_FETCH_BATCH_SIZE),
+        fetch_max_bytes=_int(options, "fetchMaxBytes", DEFAULT_FETCH_MAX_BYTES),
+    )
+
+
+def parse_write_options(raw: Mapping[str, str]) -> WriteOptions:
+    """Check the options of ``df.write`` / ``df.writeStream``; the error names the option at fault."""
+    options = _lower(raw)
+    _warn_unknown(options, _CONNECTION_KEYS + _WRITE_KEYS, "write")
+    connection = _connection(options)
+    subject = _text(options, "subject")
+    if subject is not None:
+        check_subject("subject", subject)
+    return WriteOptions(
+        connection=connection,
+        subject=subject,
+        msg_id_column=_text(options, "msgIdColumn"),
+        idempotent=_bool(options, "idempotent", True),
+        max_in_flight=_int(options, "maxInFlight", DEFAULT_MAX_IN_FLIGHT),
+        publish_timeout=_seconds(options, "publishTimeout", 10.0),
+    )
