@@ -269,12 +269,24 @@ class FetchPull(_Pull):
         self.received_bytes = 0
         self.done = False
 
-    def start(self, timeout: float) -> None:
+    def start(self) -> None:
+        """Fire and forget: the caller does not wait for the IO thread; a failure to start ends the batch.
+
+        A pull needs its own subscription: JetStream delivers with the stored subject in the MSG line, so
+        only the subscription id can route a message to its fetch.
+        """
         self.client.register_closeable(self)
-        self.client._io.call(self._start(), timeout, "fetch")
+        self.client._io.post(self._begin)
+
+    def _begin(self) -> None:
+        asyncio.get_running_loop().create_task(self._start())
 
     async def _start(self) -> None:
-        await self._subscribe()
+        try:
+            await self._subscribe()
+        except Exception as exc:
+            self._finish(errors.ConnectionClosedError() if self.client._nc.is_closed else exc)
+            return
         self.client.add_listener(self)
         self.last_activity = time.monotonic()
         self._send_pull(pull_request(self.batch, self.expires, self.max_bytes, self.heartbeat, self.no_wait))

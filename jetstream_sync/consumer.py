@@ -102,7 +102,7 @@ class Consumer:
             heartbeat = fetch_heartbeat(expires_s, idle_heartbeat)
             deadline = time.monotonic() + expires_s + 1.0  # the client-side deadline outlives the server expiry
         pull = FetchPull(self, batch, max_bytes, expires_s, heartbeat, no_wait)
-        pull.start(js.timeout)
+        pull.start()
         return MessageBatch(pull, deadline)
 
     def next(

@@ -143,7 +143,7 @@ def test_push_consumer_cannot_be_fetched(js, stream):
 
 def test_bad_request_is_terminal(stream, cons):
     pull = FetchPull(cons, batch=1, max_bytes=0, expires=0.0, heartbeat=5.0, no_wait=False)  # heartbeat, no expiry
-    pull.start(5)
+    pull.start()
     with pytest.raises(errors.BadRequestError):
         pull.buffer.get(5)
 
