@@ -349,6 +349,7 @@ def test_server_restart_mid_consume_loses_nothing(nats_server_function, mode):
     server = nats_server_function
     total = 20_000
     nc = jetstream_sync.connect(server.url, reconnect_wait=0.2, max_reconnect_attempts=-1)
+    stop = threading.Event()
     try:
         js = nc.jetstream(timeout=2)
         js.create_stream(StreamConfig(name="R", subjects=["r.>"], storage=StorageType.FILE))
@@ -358,10 +359,12 @@ def test_server_restart_mid_consume_loses_nothing(nats_server_function, mode):
 
         def produce():
             for i in range(total):
-                while True:
+                while not stop.is_set():
                     try:
                         js.publish("r.x", b"%d" % i, msg_id=str(i))
                         break
+                    except errors.ConnectionClosedError:
+                        return
                     except errors.JetStreamError:
                         time.sleep(0.05)
 
@@ -370,9 +373,8 @@ def test_server_restart_mid_consume_loses_nothing(nats_server_function, mode):
             last_seen[0] = time.monotonic()
             msg.ack()
 
-        producer = threading.Thread(target=produce)
+        producer = threading.Thread(target=produce, daemon=True)
         producer.start()
-        stop = threading.Event()
         worker = None
         ctx = None
         if mode == "consume":
@@ -381,10 +383,13 @@ def test_server_restart_mid_consume_loses_nothing(nats_server_function, mode):
             it = cons.messages(max_messages=200, expires=5, idle_heartbeat=1)
 
             def iterate():
-                for msg in it:
-                    handle(msg)
+                try:
+                    for msg in it:
+                        handle(msg)
+                except errors.ConnectionClosedError:
+                    return
 
-            worker = threading.Thread(target=iterate)
+            worker = threading.Thread(target=iterate, daemon=True)
             worker.start()
         else:
 
@@ -393,10 +398,12 @@ def test_server_restart_mid_consume_loses_nothing(nats_server_function, mode):
                     try:
                         for msg in cons.fetch(200, expires=10):  # a long fetch, caught by the restart
                             handle(msg)
+                    except errors.ConnectionClosedError:
+                        return
                     except errors.JetStreamError:
                         time.sleep(0.1)
 
-            worker = threading.Thread(target=fetch_loop)
+            worker = threading.Thread(target=fetch_loop, daemon=True)
             worker.start()
 
         wait_until(lambda: len(seen) >= 5000, timeout=60)
@@ -417,6 +424,7 @@ def test_server_restart_mid_consume_loses_nothing(nats_server_function, mode):
         if worker is not None:
             worker.join(10)
     finally:
+        stop.set()  # also when an assertion failed: no helper thread may outlive the test
         nc.close()
 
 

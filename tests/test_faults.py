@@ -212,6 +212,7 @@ for t in threads: t.start()
 def test_cut_connection_mid_read_redelivers_only_unacked(fault_proxy, mode):
     """Acks confirmed by the server (ack_sync) are never redelivered; everything is processed at least once."""
     nc = jetstream_sync.connect(fault_proxy.url, reconnect_wait=0.1, max_reconnect_attempts=-1)
+    stop = threading.Event()
     try:
         js = nc.jetstream(timeout=2)
         stream = js.create_stream(StreamConfig(name="CUTR", subjects=["cutr.>"], storage=StorageType.FILE))
@@ -245,7 +246,6 @@ def test_cut_connection_mid_read_redelivers_only_unacked(fault_proxy, mode):
                 cut_done.set()
                 fault_proxy.cut()
 
-        stop = threading.Event()
         if mode == "consume":
             ctx = cons.consume(handle, max_messages=50, expires=5, idle_heartbeat=1)
             worker = None
@@ -263,11 +263,14 @@ def test_cut_connection_mid_read_redelivers_only_unacked(fault_proxy, mode):
                         else:
                             for msg in cons.fetch(50, expires=2):
                                 handle(msg)
+                    except errors.ConnectionClosedError:
+                        return
                     except errors.JetStreamError:
                         time.sleep(0.05)
 
-            worker = threading.Thread(target=read)
+            worker = threading.Thread(target=read, daemon=True)
             worker.start()
+
         # An ack_sync may fail across the cut although the server recorded the ack (only its reply was lost):
         # done means every message was processed and the server holds nothing pending or unacknowledged.
         def settled() -> bool:
@@ -287,4 +290,5 @@ def test_cut_connection_mid_read_redelivers_only_unacked(fault_proxy, mode):
         assert not violations, f"confirmed acks redelivered: {violations[:5]}"
         print(f"\ncut during {mode}: {total} processed, {len(redelivered)} redelivered (all unconfirmed)")
     finally:
+        stop.set()  # also when an assertion failed: the reader thread must not outlive the test
         nc.close()

@@ -73,7 +73,9 @@ def test_soak_under_cuts_stalls_and_restarts():
                 cons.consume(handle, max_messages=200, expires=5, idle_heartbeat=1, error_handler=lambda exc: None)
                 for _ in range(2)
             ]
-            producers = [threading.Thread(target=produce, args=(w,), name=f"soak-producer-{w}") for w in range(2)]
+            producers = [
+                threading.Thread(target=produce, args=(w,), name=f"soak-producer-{w}", daemon=True) for w in range(2)
+            ]
             for p in producers:
                 p.start()
 
@@ -105,6 +107,7 @@ def test_soak_under_cuts_stalls_and_restarts():
             assert stored == len(figures.acked_ids)  # msg_id dedup: every retry stored once
             assert nc.reconnects >= 3
         finally:
+            stop_producing.set()  # also when an assertion failed: the producers must not outlive the test
             nc.close()
 
 
