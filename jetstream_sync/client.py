@@ -487,9 +487,10 @@ class Client:
         payload = data if type(data) is bytes else check_payload("data", data)
         hdr = encode_headers(headers, extra) if (headers or extra) else None
         size = len(payload) + (len(hdr) if hdr else 0)
-        if size > self.max_payload:
+        limit = self._nc._max_payload
+        if size > limit:
             raise errors.MaxPayloadError(
-                "data", f"message of {size} bytes exceeds the server's max_payload of {self.max_payload} bytes"
+                "data", f"message of {size} bytes exceeds the server's max_payload of {limit} bytes"
             )
         return lambda reply: encode_pub_parts(subj, reply, hdr, payload)
 

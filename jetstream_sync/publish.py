@@ -16,6 +16,7 @@ import tenacity
 
 from . import errors
 from ._connection import Command
+from ._future import LightFuture
 from ._validate import check_int, check_str_or_none, check_timeout
 from .models import PubAck
 
@@ -184,7 +185,7 @@ class _PubAckReply:
         self.encode = encode
         self.timeout = timeout
         self.attempts = 1
-        self.future: concurrent.futures.Future[PubAck] = concurrent.futures.Future()
+        self.future: concurrent.futures.Future[PubAck] = LightFuture()
 
     def resolve(self, subject: bytes, data: bytes, headers: bytes | None) -> None:
         try:

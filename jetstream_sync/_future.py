@@ -1,0 +1,78 @@
+"""A concurrent.futures.Future that builds its Condition only when a thread actually has to wait.
+
+publish_async returns one future per message. A stock Future builds a Condition (and an RLock) in
+``__init__``, which profiling showed to be the largest single cost of a pipelined publish. Most of these
+futures are resolved once and read after the fact, so the Condition is created lazily; every public and
+private use of ``_condition`` (result with a timeout, add_done_callback, concurrent.futures.wait,
+as_completed, cancel) goes through the property and gets the real thing, so semantics are unchanged.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future, InvalidStateError, _base
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+# Guards creating a Condition against settling without one: whoever comes first decides the path.
+_SETTLE = threading.Lock()
+_LAZY = "_lazy_condition"
+
+
+class LightFuture(Future[T]):
+    def __init__(self) -> None:  # deliberately not Future.__init__, which builds the Condition eagerly
+        self._state = _base.PENDING
+        self._result: Any = None
+        self._exception: BaseException | None = None
+        self._waiters: list[Any] = []
+        self._done_callbacks: list[Any] = []
+
+    @property
+    def _condition(self) -> threading.Condition:  # type: ignore[override]
+        cond: threading.Condition | None = self.__dict__.get(_LAZY)
+        if cond is None:
+            with _SETTLE:
+                cond = self.__dict__.get(_LAZY)
+                if cond is None:
+                    cond = self.__dict__[_LAZY] = threading.Condition()
+        return cond
+
+    def _settle(self, result: Any, exception: BaseException | None) -> bool:
+        """Finish without a Condition when nobody ever touched it (so nobody waits and no callback is set)."""
+        with _SETTLE:
+            if _LAZY in self.__dict__:
+                return False
+            if self._state not in (_base.PENDING, _base.RUNNING):
+                raise InvalidStateError(f"{self._state}: {self!r}")
+            self._result = result
+            self._exception = exception
+            self._state = _base.FINISHED
+            return True
+
+    def set_result(self, result: T) -> None:
+        if not self._settle(result, None):
+            super().set_result(result)
+
+    def set_exception(self, exception: BaseException | None) -> None:
+        if not self._settle(None, exception):
+            super().set_exception(exception)
+
+    # A finished future's state never changes again, so reading it needs no lock.
+    def done(self) -> bool:
+        return self._state in (_base.FINISHED, _base.CANCELLED_AND_NOTIFIED) or super().done()
+
+    def result(self, timeout: float | None = None) -> T:
+        if self._state == _base.FINISHED:
+            if self._exception is not None:
+                raise self._exception
+            return self._result  # type: ignore[no-any-return]
+        return super().result(timeout)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        if self._state == _base.FINISHED:
+            return self._exception
+        return super().exception(timeout)
+
+    def __repr__(self) -> str:
+        return f"<LightFuture state={self._state.lower()}>"
