@@ -18,6 +18,7 @@ T = TypeVar("T")
 # Guards creating a Condition against settling without one: whoever comes first decides the path.
 _SETTLE = threading.Lock()
 _LAZY = "_lazy_condition"
+_DONE = frozenset({_base.CANCELLED, _base.CANCELLED_AND_NOTIFIED, _base.FINISHED})
 
 
 class LightFuture(Future[T]):
@@ -60,7 +61,7 @@ class LightFuture(Future[T]):
 
     # A finished future's state never changes again, so reading it needs no lock.
     def done(self) -> bool:
-        return self._state in (_base.FINISHED, _base.CANCELLED_AND_NOTIFIED) or super().done()
+        return self._state in _DONE
 
     def result(self, timeout: float | None = None) -> T:
         if self._state == _base.FINISHED:
