@@ -52,7 +52,9 @@ partition and row), ``maxInFlight`` (4000 unacknowledged publishes per task) and
 Exactly-once writes rest on the stream's deduplication: a task retried by Spark, or a micro-batch replayed
 after a restart, publishes the same message ids, and the stream stores each once *within its duplicate
 window* (``StreamConfig.duplicate_window``, 2 minutes by default). Make the window longer than the longest
-time a query may take to be retried or restarted.
+time a query may take to be retried or restarted. Default ids count rows, so they repeat only when a retry
+sees the same rows in the same order (true for a read or a per-row transform of this source; not after a
+shuffle): give ``msgIdColumn`` a key of the row itself (e.g. ``concat(stream, ':', seq)``) when in doubt.
 
 Every option is checked before anything is sent; a bad one raises
 :class:`jetstream_sync.errors.InvalidArgumentError` naming it (Spark shows it inside its own exception).

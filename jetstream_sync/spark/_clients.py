@@ -12,7 +12,7 @@ import os
 import threading
 
 from ..client import Client
-from .options import ConnectionOptions
+from .options import ConnectionOptions, redacted
 
 __all__ = ["client_for", "close_clients"]
 
@@ -32,7 +32,7 @@ def client_for(options: ConnectionOptions) -> Client:
             return client
         for stale in [k for k in _clients if k[0] != pid]:
             del _clients[stale]  # inherited through fork: the parent owns it, so forget it without closing
-        log.debug("connecting to %s in worker %d", ",".join(options.servers), pid)
+        log.debug("connecting to %s in worker %d", redacted(options.servers), pid)
         client = options.connect()
         _clients[key] = client
         return client

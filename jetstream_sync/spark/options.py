@@ -13,16 +13,14 @@ import os
 import ssl
 from collections.abc import Mapping
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import attrs
 
 from .. import errors
 from .._validate import check_name, check_subject
+from ..client import Client, _redact_url, connect
 from ..models import parse_time
-
-if TYPE_CHECKING:
-    from ..client import Client
 
 __all__ = ["ConnectionOptions", "ReadOptions", "WriteOptions", "parse_read_options", "parse_write_options"]
 
@@ -78,7 +76,7 @@ _LATEST_TIME = datetime(2262, 4, 11, tzinfo=timezone.utc)
 class ConnectionOptions:
     """How executors connect. Hashable: it keys the per-process client cache. Secrets stay out of repr()."""
 
-    servers: tuple[str, ...]
+    servers: tuple[str, ...] = attrs.field(repr=lambda servers: repr(redacted(servers)))
     name: str = "jetstream-sync-spark"
     user: str | None = None
     password: str | None = attrs.field(default=None, repr=False)
@@ -109,8 +107,6 @@ class ConnectionOptions:
         return context
 
     def connect(self) -> Client:
-        from ..client import connect
-
         return connect(
             list(self.servers),
             name=self.name,
@@ -155,6 +151,11 @@ class WriteOptions:
     idempotent: bool = True
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
     publish_timeout: float = 10.0
+
+
+def redacted(servers: tuple[str, ...]) -> str:
+    """The server URLs for messages and logs, without user:password@ or token@."""
+    return ", ".join(_redact_url(url) for url in servers)
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:

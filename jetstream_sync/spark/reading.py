@@ -21,7 +21,7 @@ from .. import errors
 from ..direct import RawStoredMsg, direct_get_batch_raw
 from ..models import AckPolicy, ConsumerConfig, DeliverPolicy
 from ._clients import client_for
-from .options import ReadOptions
+from .options import ReadOptions, redacted
 
 if TYPE_CHECKING:
     from ..client import Client
@@ -78,7 +78,7 @@ def open_stream(options: ReadOptions) -> Stream:
         raise errors.StreamNotFoundError(
             exc.code,
             exc.err_code,
-            f"stream {options.stream!r} (option 'stream') does not exist on {', '.join(options.connection.servers)}",
+            f"stream {options.stream!r} (option 'stream') does not exist on {redacted(options.connection.servers)}",
         ) from None
 
 

@@ -6,6 +6,7 @@ before the task reports success, so a task that returns has had each row stored.
 query id and batch id, partition, row number). A task that Spark retries, or a micro-batch replayed after a
 restart, publishes the same ids, and the stream drops them as duplicates inside its duplicate window
 (``StreamConfig.duplicate_window``, 2 minutes by default); a retry later than that stores them again.
+Row-numbered ids assume a retry sees its rows in the same order, which a shuffle does not promise.
 """
 
 from __future__ import annotations
