@@ -483,6 +483,13 @@ class Client:
         self, subject: str, data: bytes, headers: HeadersInput | None, extra: Sequence[tuple[bytes, bytes]] = ()
     ) -> Callable[[bytes], Command]:
         """Validate everything now, before anything is sent; encode once the reply subject is known."""
+        subj, hdr, payload = self.prepare_message(subject, data, headers, extra)
+        return lambda reply: encode_pub_parts(subj, reply, hdr, payload)
+
+    def prepare_message(
+        self, subject: str, data: bytes, headers: HeadersInput | None, extra: Sequence[tuple[bytes, bytes]] = ()
+    ) -> tuple[bytes, bytes | None, bytes]:
+        """The validated (subject, header block, payload) of a message; raises before anything is sent."""
         subj = subject_bytes(subject)
         payload = data if type(data) is bytes else check_payload("data", data)
         hdr = encode_headers(headers, extra) if (headers or extra) else None
@@ -492,7 +499,7 @@ class Client:
             raise errors.MaxPayloadError(
                 "data", f"message of {size} bytes exceeds the server's max_payload of {limit} bytes"
             )
-        return lambda reply: encode_pub_parts(subj, reply, hdr, payload)
+        return subj, hdr, payload
 
     def _request(self, encode: Callable[[bytes], Command], timeout: float, what: str) -> Msg:
         waiter = _ReplyWaiter(self)

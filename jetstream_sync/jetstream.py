@@ -300,8 +300,7 @@ class JetStream:
         extra = js_publish_headers(
             msg_id, expected_stream, expected_last_sequence, expected_last_subject_sequence, expected_last_msg_id
         )
-        encode = client.prepare_publish(subject, data, headers, extra)
-        return self._publisher.submit(encode, timeout)
+        return self._publisher.submit(client.prepare_message(subject, data, headers, extra), timeout)
 
     def publish_async_pending(self) -> int:
         """How many asynchronous publishes wait for their ack."""

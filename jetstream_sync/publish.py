@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import tenacity
 
 from . import errors
-from ._connection import Command
+from ._connection import Command, encode_pub_parts
 from ._future import LightFuture
 from ._validate import check_int, check_str_or_none, check_timeout
 from .models import PubAck
@@ -178,14 +178,17 @@ class _PubAckReply:
     few times, backing off, before the future fails (the same idea as publish()'s retry policy).
     """
 
-    __slots__ = ("attempts", "encode", "future", "publisher", "timeout")
+    __slots__ = ("attempts", "future", "headers", "payload", "publisher", "subject", "timeout")
 
-    def __init__(self, publisher: AsyncPublisher, encode: Callable[[bytes], Command], timeout: float) -> None:
+    def __init__(self, publisher: AsyncPublisher, message: tuple[bytes, bytes | None, bytes], timeout: float) -> None:
         self.publisher = publisher
-        self.encode = encode
+        self.subject, self.headers, self.payload = message
         self.timeout = timeout
         self.attempts = 1
         self.future: concurrent.futures.Future[PubAck] = LightFuture()
+
+    def encode(self, reply: bytes) -> Command:
+        return encode_pub_parts(self.subject, reply, self.headers, self.payload)
 
     def resolve(self, subject: bytes, data: bytes, headers: bytes | None) -> None:
         try:
@@ -219,15 +222,15 @@ class AsyncPublisher:
         return self._client.is_closed
 
     def submit(
-        self, encode: Callable[[bytes], Command], timeout: float | timedelta | None
+        self, message: tuple[bytes, bytes | None, bytes], timeout: float | timedelta | None
     ) -> concurrent.futures.Future[PubAck]:
         client = self._client
-        ack_timeout = check_timeout(timeout, self.ack_timeout)
+        ack_timeout = self.ack_timeout if timeout is None else check_timeout(timeout, self.ack_timeout)
         self._gate.acquire(self.stall_timeout, self._closed)
-        reply = _PubAckReply(self, encode, ack_timeout)
+        reply = _PubAckReply(self, message, ack_timeout)
         subject = client._mux.register(reply, ack_timeout)
         try:
-            client._outbound.put(encode(subject))
+            client._outbound.put(reply.encode(subject))
         except BaseException:
             client._mux.forget(subject)
             self._gate.release()
