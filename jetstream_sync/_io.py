@@ -33,7 +33,7 @@ def wait_future(fut: concurrent.futures.Future[T], timeout: float, what: str) ->
         return fut.result(timeout)
     except concurrent.futures.CancelledError:
         raise errors.ConnectionClosedError() from None
-    except builtins.TimeoutError as exc:
+    except (builtins.TimeoutError, concurrent.futures.TimeoutError) as exc:  # distinct classes on Python 3.10
         if fut.done():
             if isinstance(exc, errors.TimeoutError):
                 raise
