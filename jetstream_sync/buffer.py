@@ -77,12 +77,6 @@ class MessageBuffer(Generic[T]):
         """A copy of what is buffered now."""
         return list(self._items)
 
-    def clear(self) -> list[T]:
-        with self._cond:
-            items = list(self._items)
-            self._items.clear()
-            return items
-
     # -- consumer side (user threads) ---------------------------------------------------------------------
     def _raise_end(self) -> None:
         exc = self._end

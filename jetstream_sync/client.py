@@ -260,7 +260,6 @@ class Client:
     def __init__(self, options: ConnectOptions) -> None:
         self.options = options
         self.default_timeout = options.default_timeout
-        self._pid = os.getpid()
         self._forked = False
         self._closed = False
         self._closing = False
