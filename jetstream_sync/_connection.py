@@ -117,6 +117,18 @@ class NatsClient(_NatsPyClient):
             )
         return bytes(super()._connect_command())
 
+    def drop_failed_tls_transport(self) -> None:
+        """Work around nats-py issue 718: after a failed TLS upgrade, connect() hangs instead of failing.
+
+        The plain stream's socket was handed to the TLS layer, so closing nats-py's transport waits for a close
+        event that never comes. Close the socket and drop the transport; nats-py makes a new one for its next try.
+        """
+        writer = self._tcp_writer()
+        if writer is None or isinstance(writer.transport.get_protocol(), asyncio.StreamReaderProtocol):
+            return  # no transport, or a plain or upgraded stream: closing it works
+        writer.transport.close()
+        self._transport = None
+
     async def fast_subscribe(self, subject: str, queue: str, handler: Handler) -> Any:
         """Subscribe with ``handler`` called for each message; returns nats-py's Subscription."""
         sub = await self.subscribe(subject, queue=queue)
@@ -156,10 +168,14 @@ class NatsClient(_NatsPyClient):
             writer.write(commands[0])
         else:
             writer.writelines(commands)
+        self._count_out(commands, size, count)
+        return True
+
+    def _count_out(self, commands: list[bytes], size: int, count: int) -> None:
+        """nats-py's own publish path counts these; ours bypasses it, so it counts here (count: messages)."""
         stats = self.stats
         stats["out_msgs"] += count or len(commands)
         stats["out_bytes"] += size
-        return True
 
     async def wait_writable(self) -> None:
         """Until the socket's buffer drained below its low-water mark (or the connection is gone)."""
@@ -175,9 +191,7 @@ class NatsClient(_NatsPyClient):
         """IO thread: queue encoded commands in nats-py's write buffer and wake its flusher once."""
         self._pending.extend(commands)
         self._pending_data_size += size
-        stats = self.stats
-        stats["out_msgs"] += count or len(commands)
-        stats["out_bytes"] += size
+        self._count_out(commands, size, count)
         if self.is_connected:
             queue = self._flush_queue
             if queue is not None and queue.empty():

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import nats.errors
-from nats.aio.transport import TcpTransport
 from nats.nuid import NUID
 
 from . import errors
@@ -203,22 +202,6 @@ def _connect_failure(
     return errors.NoServersError(message), cause
 
 
-def _drop_failed_tls_transport(nc: NatsClient) -> None:
-    """Work around nats-py issue 718: after a failed TLS upgrade, connect() hangs instead of failing.
-
-    The plain stream's socket was handed to the TLS layer, so closing nats-py's transport waits for a close
-    event that never comes. Close the socket and drop the transport; nats-py makes a new one for its next try.
-    """
-    transport = nc._transport
-    writer = getattr(transport, "_io_writer", None)
-    if not isinstance(transport, TcpTransport) or not isinstance(writer, asyncio.StreamWriter):
-        return
-    if isinstance(writer.transport.get_protocol(), asyncio.StreamReaderProtocol):
-        return  # a plain or an upgraded stream: closing it works
-    writer.transport.close()
-    nc._transport = None
-
-
 class _ReplyWaiter:
     """One synchronous request's reply: a pre-acquired lock is the cheapest one-shot wake-up between threads
     (a concurrent.futures.Future costs a Condition per call, and js.publish pays it on every message)."""
@@ -360,7 +343,7 @@ class Client:
 
     # -- nats-py callbacks (IO thread) ------------------------------------------------------------------
     async def _on_error(self, exc: Exception) -> None:
-        _drop_failed_tls_transport(self._nc)
+        self._nc.drop_failed_tls_transport()
         if self._sweeper is None:
             log.debug("while connecting: %s", exc)  # the failure is raised from connect()
             self._connect_errors.append(exc)
@@ -459,7 +442,8 @@ class Client:
         """Publish a core NATS message. Coalesced with other publishes; ``flush()`` waits for the server."""
         self._check_usable()
         reply_b = subject_bytes(reply, "reply") if reply else b""
-        self._outbound.put(self.prepare_publish(subject, data, headers)(reply_b))
+        subj, hdr, payload = self.prepare_message(subject, data, headers)
+        self._outbound.put(encode_pub_parts(subj, reply_b, hdr, payload))
 
     def post_publish(self, subject: str, payload: bytes) -> None:
         """Internal: a publish to a known-good subject (acks)."""

@@ -91,16 +91,21 @@ class MessageBatch:
 class _Reporter:
     """Delivers asynchronous errors and warnings to the user's error handler on the watchdog thread."""
 
-    def __init__(self, pull_label: str, error_handler: Callable[[BaseException], object] | None) -> None:
+    def __init__(
+        self,
+        pull_label: str,
+        error_handler: Callable[[BaseException], object] | None,
+        run_on_watchdog: Callable[..., None],
+    ) -> None:
         self._label = pull_label
         self._handler = error_handler
-        self.client_watchdog: Callable[..., None] | None = None
+        self._run_on_watchdog = run_on_watchdog
 
     def __call__(self, exc: BaseException) -> None:
-        if self._handler is None or self.client_watchdog is None:
+        if self._handler is None:
             log.warning("consume %s: %s", self._label, exc)
             return
-        self.client_watchdog(self._handler, exc)
+        self._run_on_watchdog(self._handler, exc)
 
 
 class MessagesIterator:

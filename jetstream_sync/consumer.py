@@ -130,8 +130,7 @@ class Consumer:
         if error_handler is not None:
             _check_callable("error_handler", error_handler)
         options = consume_options(max_messages, max_bytes, expires, idle_heartbeat, threshold_messages, threshold_bytes)
-        reporter = _Reporter(f"{self.stream_name}/{self.name}", error_handler)
-        reporter.client_watchdog = client._watchdog.call_soon
+        reporter = _Reporter(f"{self.stream_name}/{self.name}", error_handler, client._watchdog.call_soon)
         return ContinuousPull(self, options, reporter), reporter
 
     def messages(
