@@ -43,7 +43,7 @@ def run(url: str) -> None:
             js.publish("orders.new", b"late order", msg_id="order-late")
             msg = it.next(timeout=5)
             msg.ack_sync()
-            print(f"messages() got {msg.data!r} (stream seq {msg.metadata.stream_sequence})")
+            print(f"messages() got {msg.data!r} (stream seq {msg.metadata.sequence.stream})")
 
         print(f"stream now holds {stream.info().state.messages} messages (work queue: acked ones are removed)")
 

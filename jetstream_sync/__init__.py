@@ -5,11 +5,25 @@ from __future__ import annotations
 import logging
 
 from . import errors
-from .client import Client, ConnectOptions, connect
-from .consumer import Consumer
+from ._runtime import Runtime
+from .client import Client, connect
 from .headers import Headers
-from .jetstream import JetStream
-from .message import Msg, MsgMetadata
+from .jetstream import (
+    BatchSource,
+    ConsumeContext,
+    ConsumeOptions,
+    Consumer,
+    ConsumeStats,
+    DeliverySource,
+    FetchOptions,
+    JetStream,
+    JetStreamAPI,
+    MessageBatch,
+    MessagesIterator,
+    PublishOptions,
+    Stream,
+)
+from .message import AckSender, Msg, MsgMetadata, SequencePair
 from .models import (
     AccountInfo,
     AccountLimits,
@@ -30,7 +44,7 @@ from .models import (
     StreamInfo,
     StreamState,
 )
-from .stream import Stream
+from .options import ConnectOptions
 from .subscription import Subscription
 
 logging.getLogger("jetstream_sync").addHandler(logging.NullHandler())
@@ -39,6 +53,19 @@ __version__ = "0.1.0"
 
 __all__ = [
     "APIStats",
+    "AckSender",
+    "BatchSource",
+    "ConsumeContext",
+    "ConsumeOptions",
+    "ConsumeStats",
+    "DeliverySource",
+    "FetchOptions",
+    "JetStreamAPI",
+    "MessageBatch",
+    "MessagesIterator",
+    "PublishOptions",
+    "Runtime",
+    "SequencePair",
     "AccountInfo",
     "AccountLimits",
     "AckPolicy",

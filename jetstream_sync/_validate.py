@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 from datetime import timedelta
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
+
+import attrs
 
 from .errors import InvalidArgumentError, InvalidTypeError
 
@@ -111,3 +113,23 @@ def check_str_or_none(field: str, value: Any) -> str | None:
     if value is None or isinstance(value, str):
         return value
     raise InvalidTypeError(field, f"must be a str or None, got {type(value).__name__}")
+
+
+_Options = TypeVar("_Options")
+
+
+def options_from(cls: type[_Options], given: object, keywords: dict[str, Any], what: str) -> _Options:
+    """One options object from either ``options=`` or keywords: the way every call that takes an attrs
+    options type (connect, publish, fetch, consume) accepts it. Unknown keywords name the known ones."""
+    if given is not None:
+        if not isinstance(given, cls):
+            raise InvalidTypeError("options", f"must be a {cls.__name__}, got {type(given).__name__}")
+        if keywords:
+            first = next(iter(keywords))
+            raise InvalidArgumentError(first, f"give the {what} options either as options= or as keywords")
+        return given
+    known = {field.name for field in attrs.fields(cls)}  # type: ignore[arg-type]  # an attrs class
+    unknown = sorted(set(keywords) - known)
+    if unknown:
+        raise InvalidArgumentError(unknown[0], f"is not a {what} option; the options are {', '.join(sorted(known))}")
+    return cls(**keywords)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
+from ._protocol import ACK, ACK_PREFIX_TEXT, WPI, datetime_from_nanos, nak_payload, nanos, term_payload
 from ._validate import check_timeout, to_seconds
 from .errors import InvalidAckSubjectError
 from .headers import Headers, parse_header_block
@@ -15,43 +15,58 @@ from .headers import Headers, parse_header_block
 if TYPE_CHECKING:
     from datetime import timedelta
 
-__all__ = ["Msg", "MsgMetadata"]
+__all__ = ["AckSender", "Msg", "MsgMetadata", "SequencePair"]
 
-_ACK_PREFIX = "$JS.ACK."
-_ACK = b"+ACK"
-_NAK = b"-NAK"
-_WPI = b"+WPI"
-_TERM = b"+TERM"
 _EMPTY_HEADERS = Headers()
 
 
-class _AckSender(Protocol):
-    """What a message needs from its client to acknowledge: a coalesced publish and a request."""
+class AckSender(Protocol):
+    """What a message needs to acknowledge: a coalesced publish, a request, and the default timeout.
 
-    def post_publish(self, subject: str, payload: bytes) -> None: ...
-
-    def ack_request(self, subject: str, payload: bytes, timeout: float) -> None: ...
+    The client's runtime port is the one implementation; tests may pass a recorder.
+    """
 
     default_timeout: float
+
+    def send_ack(self, subject: str, payload: bytes) -> None: ...
+
+    def request_ack(self, subject: str, payload: bytes, timeout: float) -> None: ...
+
+
+@attrs.frozen
+class SequencePair:
+    """A message's position: in the consumer's delivery order and in the stream (as nats.go and nats-py)."""
+
+    consumer: int
+    stream: int
 
 
 @attrs.frozen(kw_only=True)
 class MsgMetadata:
-    """What the ack subject says about a JetStream message."""
+    """What the ack subject says about a JetStream message; field names as nats-py's ``Metadata``."""
 
+    sequence: SequencePair
+    num_pending: int
+    num_delivered: int
+    timestamp: datetime
     stream: str
     consumer: str
-    num_delivered: int
-    stream_sequence: int
-    consumer_sequence: int
-    timestamp: datetime
-    num_pending: int
     domain: str | None = None
+
+    @property
+    def stream_sequence(self) -> int:
+        """The same as ``sequence.stream`` (the name earlier releases used)."""
+        return self.sequence.stream
+
+    @property
+    def consumer_sequence(self) -> int:
+        """The same as ``sequence.consumer`` (the name earlier releases used)."""
+        return self.sequence.consumer
 
     @classmethod
     def parse(cls, reply: str) -> MsgMetadata:
         """Parse v1 (9 tokens) and v2 (11 or more tokens) ack subjects; anything else is an error."""
-        if not reply.startswith(_ACK_PREFIX):
+        if not reply.startswith(ACK_PREFIX_TEXT):
             raise InvalidAckSubjectError(
                 f"{reply!r} is not a JetStream ack subject; only messages delivered by a consumer have metadata"
             )
@@ -66,17 +81,13 @@ class MsgMetadata:
             raise InvalidAckSubjectError(f"{reply!r} has {len(tokens)} tokens; an ack subject has 9 or 11 or more")
         stream, consumer, delivered, sseq, cseq, ts, pending = fields
         try:
-            nanos = int(ts)
             return cls(
+                sequence=SequencePair(consumer=int(cseq), stream=int(sseq)),
+                num_pending=int(pending),
+                num_delivered=int(delivered),
+                timestamp=datetime_from_nanos(int(ts)),
                 stream=stream,
                 consumer=consumer,
-                num_delivered=int(delivered),
-                stream_sequence=int(sseq),
-                consumer_sequence=int(cseq),
-                timestamp=datetime.fromtimestamp(nanos // 1_000_000_000, tz=timezone.utc).replace(
-                    microsecond=(nanos % 1_000_000_000) // 1000
-                ),
-                num_pending=int(pending),
                 domain=domain,
             )
         except ValueError as exc:
@@ -93,10 +104,10 @@ class Msg:
 
     __slots__ = (
         "_acked",
-        "_client",
+        "_header_block",
         "_headers",
         "_metadata",
-        "_raw_headers",
+        "_sender",
         "data",
         "reply",
         "size",
@@ -109,7 +120,7 @@ class Msg:
         reply: str,
         data: bytes,
         raw_headers: bytes | None,
-        client: _AckSender | None,
+        sender: AckSender | None,
         *,
         size: int = -1,
         ack_none: bool = False,
@@ -117,10 +128,10 @@ class Msg:
         self.subject = subject
         self.reply = reply
         self.data = data
-        self._raw_headers = raw_headers
+        self._header_block = raw_headers
         self._headers: Headers | None = None
         self._metadata: MsgMetadata | None = None
-        self._client = client
+        self._sender = sender
         self._acked = ack_none
         if size < 0:
             size = len(subject) + len(reply) + len(data) + (len(raw_headers) if raw_headers else 0)
@@ -129,11 +140,19 @@ class Msg:
 
     @property
     def headers(self) -> Headers:
+        """The message's headers, parsed on first use."""
         headers = self._headers
         if headers is None:
-            headers = parse_header_block(self._raw_headers)[2] if self._raw_headers else _EMPTY_HEADERS
+            block = self._header_block
+            headers = parse_header_block(block)[2] if block else _EMPTY_HEADERS
             self._headers = headers
         return headers
+
+    @property
+    def raw_headers(self) -> bytes | None:
+        """The header block as received (``NATS/1.0[ status]`` line included), or None: for readers that parse
+        bytes themselves (direct get, bulk readers) without building a Headers object."""
+        return self._header_block
 
     @property
     def metadata(self) -> MsgMetadata:
@@ -147,21 +166,21 @@ class Msg:
         data = self.data if len(self.data) <= 32 else self.data[:32] + b"..."
         return f"Msg(subject={self.subject!r}, reply={self.reply!r}, data={data!r}, size={self.size})"
 
-    def _sender(self) -> _AckSender:
-        if self._client is None or not self.reply:
+    def _ack_sender(self) -> AckSender:
+        if self._sender is None or not self.reply:
             raise InvalidAckSubjectError(
                 f"message on {self.subject!r} has no reply subject; only JetStream messages can be acknowledged"
             )
-        if not self.reply.startswith(_ACK_PREFIX):
+        if not self.reply.startswith(ACK_PREFIX_TEXT):
             raise InvalidAckSubjectError(f"{self.reply!r} is not a JetStream ack subject; this message cannot be acked")
-        return self._client
+        return self._sender
 
     def _terminal(self, payload: bytes) -> None:
         if self._acked:
             return
-        sender = self._sender()
+        sender = self._ack_sender()
         self._acked = True
-        sender.post_publish(self.reply, payload)
+        sender.send_ack(self.reply, payload)
 
     @property
     def is_acked(self) -> bool:
@@ -170,31 +189,28 @@ class Msg:
 
     def ack(self) -> None:
         """Acknowledge; coalesced with other acks into one write."""
-        self._terminal(_ACK)
+        self._terminal(ACK)
 
     def nak(self, delay: float | timedelta | None = None) -> None:
         """Ask for redelivery, after ``delay`` seconds when given."""
-        if delay is None:
-            self._terminal(_NAK)
-            return
-        nanos = int(to_seconds("delay", delay, allow_zero=True) * 1_000_000_000)
-        self._terminal(_NAK + b" " + json.dumps({"delay": nanos}).encode())
+        delay_ns = None if delay is None else nanos(to_seconds("delay", delay, allow_zero=True))
+        self._terminal(nak_payload(delay_ns))
 
     def term(self, reason: str | None = None) -> None:
         """Stop redelivery of this message for good."""
-        self._terminal(_TERM + b" " + reason.encode() if reason else _TERM)
+        self._terminal(term_payload(reason))
 
     def in_progress(self) -> None:
         """Reset the ack-wait timer: work goes on. Not terminal; may be sent many times."""
         if self._acked:
             return
-        self._sender().post_publish(self.reply, _WPI)
+        self._ack_sender().send_ack(self.reply, WPI)
 
     def ack_sync(self, timeout: float | timedelta | None = None) -> None:
         """Acknowledge and wait until the server confirms it (double ack)."""
         if self._acked:
             return
-        sender = self._sender()
+        sender = self._ack_sender()
         seconds = check_timeout(timeout, sender.default_timeout)
-        sender.ack_request(self.reply, _ACK, seconds)
+        sender.request_ack(self.reply, ACK, seconds)
         self._acked = True

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
 
 from . import errors
+from ._runtime import BufferFinished, MessageBuffer, NatsSubscription, Runtime
 from ._validate import check_timeout
-from .buffer import BufferFinished, MessageBuffer
 from .message import Msg
 
-if TYPE_CHECKING:
-    from .client import Client
+__all__ = ["Subscription"]
 
 log = logging.getLogger("jetstream_sync")
 
@@ -24,15 +22,23 @@ class Subscription:
     error callback (once per episode), so a stalled reader can never exhaust memory.
     """
 
-    def __init__(self, client: Client, subject: str, queue: str | None, max_pending: int) -> None:
+    def __init__(self, runtime: Runtime, subject: str, queue: str | None, max_pending: int) -> None:
         self.subject = subject
         self.queue = queue
-        self._client = client
+        self._runtime = runtime
         self._max_pending = max_pending
-        self._buffer: MessageBuffer[Msg] = MessageBuffer(client._io.notify_later)
-        self._nats_sub: Any = None
+        self._buffer: MessageBuffer[Msg] = runtime.new_buffer()
+        self._nats_sub: NatsSubscription | None = None
         self._slow = False
         self.dropped = 0
+
+    @classmethod
+    def open(cls, runtime: Runtime, subject: str, queue: str | None, max_pending: int, timeout: float) -> Subscription:
+        """Subscribe on the server (arguments already validated) and return the live subscription."""
+        sub = cls(runtime, subject, queue, max_pending)
+        sub._nats_sub = runtime.subscribe(subject, queue or "", sub._on_message, timeout)
+        runtime.track(sub)
+        return sub
 
     def __repr__(self) -> str:
         return f"Subscription(subject={self.subject!r}, queue={self.queue!r}, pending={len(self._buffer)})"
@@ -44,7 +50,7 @@ class Subscription:
             self.dropped += 1
             if not self._slow:
                 self._slow = True
-                self._client._report_error(
+                self._runtime.report_error(
                     errors.SlowConsumerError(
                         f"subscription on {self.subject!r} holds {self._max_pending} unread messages; "
                         "dropping new ones until it is read (raise max_pending or read faster)"
@@ -52,7 +58,7 @@ class Subscription:
                 )
             return
         self._slow = False
-        buffer.put(Msg(subject.decode(), reply.decode(), data, headers, self._client))
+        buffer.put(Msg(subject.decode(), reply.decode(), data, headers, self._runtime))
 
     # -- user threads -----------------------------------------------------------------------------------
     @property
@@ -66,7 +72,7 @@ class Subscription:
 
     def next_msg(self, timeout: float | None = 1.0) -> Msg:
         """The next message, waiting at most ``timeout`` seconds (None waits until one comes or the end)."""
-        self._client._check_usable()
+        self._runtime.check_usable()
         wait = None if timeout is None else check_timeout(timeout, 1.0)
         try:
             return self._buffer.get(wait)
@@ -87,18 +93,19 @@ class Subscription:
         """Stop receiving. Messages already buffered can still be read; then iteration ends."""
         if self._buffer.ended:
             return
-        client = self._client
-        client._check_usable()
-        seconds = check_timeout(timeout, client.default_timeout)
+        runtime = self._runtime
+        runtime.check_usable()
+        self.stop_receiving(check_timeout(timeout, runtime.default_timeout))
+
+    def stop_receiving(self, timeout: float) -> None:
+        """Unsubscribe on the server; readers take what is buffered, then iteration ends (also client.drain)."""
         try:
-            client._io.call(client._nc.fast_unsubscribe(self._nats_sub), seconds, "unsubscribe")
+            if self._nats_sub is not None:
+                self._runtime.unsubscribe(self._nats_sub, timeout)
         finally:
             self._buffer.finish()
-            client._forget(self)
+            self._runtime.untrack(self)
 
-    def _client_closed(self, exc: BaseException) -> None:
+    def on_client_closed(self, exc: BaseException) -> None:
         if not self._buffer.ended:  # a drained subscription ends quietly once read
             self._buffer.abort(exc)
-
-    def _drained(self) -> None:
-        self._buffer.finish()

@@ -4,6 +4,6 @@ PySpark looks for top-level modules named ``pyspark_*`` that expose ``DefaultSou
 ``spark.read.format("jetstream")`` works once jetstream-sync is installed with the ``spark`` extra.
 """
 
-from jetstream_sync.spark import JetStreamDataSource as DefaultSource
+from jetstream_sync.integrations.spark import JetStreamDataSource as DefaultSource
 
 __all__ = ["DefaultSource"]

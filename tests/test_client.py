@@ -12,7 +12,7 @@ import pytest
 import jetstream_sync
 from jetstream_sync import errors
 
-from .conftest import our_threads, wait_until
+from .helpers import join_all, our_threads, wait_parked, wait_until
 
 
 def test_connect_reports_server_and_closes_cleanly(nats_server):
@@ -220,7 +220,7 @@ def test_close_wakes_every_blocked_caller(nats_server):
     nc = jetstream_sync.connect(nats_server.url)
     js = nc.jetstream()
     sub = nc.subscribe("blocked.x")
-    nc.subscribe("blocked.silent")
+    silent = nc.subscribe("blocked.silent")  # receives the requests and never answers them
     outcomes: list[tuple[str, type, float]] = []
     lock = threading.Lock()
 
@@ -236,19 +236,21 @@ def test_close_wakes_every_blocked_caller(nats_server):
         ("next_msg", lambda: sub.next_msg(timeout=30)),
         ("iterate", lambda: list(sub)),
         ("request", lambda: nc.request("blocked.silent", b"", timeout=30)),
-        ("js.publish", lambda: js.publish("no.stream.here.", b"", timeout=30)),
+        ("js.publish", lambda: js.publish("blocked.silent", b"", timeout=30)),  # a PubAck that never comes
     ]
     threads = [threading.Thread(target=blocked, args=c) for c in callers for _ in range(4)]
     for t in threads:
         t.start()
-    time.sleep(0.3)  # let them block; what is asserted is the wake-up below, bounded
+    wait_until(lambda: silent.pending == 8)  # the 4 requests and 4 publishes reached the server
+    wait_parked(threads)  # and every caller is waiting inside its call
     closed_at = time.monotonic()
     nc.close()
-    for t in threads:
-        t.join(2)
-    assert all(not t.is_alive() for t in threads)
-    assert time.monotonic() - closed_at < 1.5
-    wrong = [o for o in outcomes if o[0] != "js.publish" and o[1] is not errors.ConnectionClosedError]
+    # close() wakes them at once; one left blocked would wait out its 30 s timeout, and a close() that had to
+    # give up joining threads takes its 5 s timeout: 3 s keeps those apart with room for a loaded machine.
+    assert not join_all(threads, 3.0)
+    assert time.monotonic() - closed_at < 3.0
+    assert len(outcomes) == len(threads)  # every caller was woken by an exception, none returned
+    wrong = [o for o in outcomes if o[1] is not errors.ConnectionClosedError]
     assert not wrong, wrong
     wait_until(lambda: not our_threads(), timeout=2)
 

@@ -9,9 +9,9 @@ import time
 import pytest
 
 import jetstream_sync
-from jetstream_sync import ConsumerConfig, StorageType, StreamConfig, errors
+from jetstream_sync import ConsumeOptions, ConsumerConfig, StorageType, StreamConfig, errors
 
-from .conftest import wait_until
+from .helpers import wait_parked, wait_until
 
 
 def publish(js, subject: str, n: int, size: int = 8) -> None:
@@ -78,16 +78,13 @@ def test_handler_and_error_handler_must_be_plain_callables(cons):
         cons.consume(lambda m: None, error_handler="log")
 
 
-def test_defaults_follow_the_spec(cons):
-    with cons.messages() as it:
-        opts = it._pull.options
-        assert (opts.max_messages, opts.max_bytes, opts.expires) == (500, 0, 30.0)
-        assert (opts.idle_heartbeat, opts.threshold_messages) == (15.0, 250)
-    with cons.messages(expires=10) as it:
-        assert it._pull.options.idle_heartbeat == 5.0
-    with cons.messages(max_bytes=10_000) as it:
-        opts = it._pull.options
-        assert (opts.max_messages, opts.max_bytes, opts.threshold_bytes) == (1_000_000, 10_000, 5_000)
+def test_defaults_follow_the_spec():
+    opts = ConsumeOptions().plan()
+    assert (opts.max_messages, opts.max_bytes, opts.expires) == (500, 0, 30.0)
+    assert (opts.idle_heartbeat, opts.threshold_messages) == (15.0, 250)
+    assert ConsumeOptions(expires=10).plan().idle_heartbeat == 5.0
+    opts = ConsumeOptions(max_bytes=10_000).plan()
+    assert (opts.max_messages, opts.max_bytes, opts.threshold_bytes) == (1_000_000, 10_000, 5_000)
 
 
 def test_messages_iterator_delivers_everything_and_stops(js, stream, cons, caplog):
@@ -96,7 +93,7 @@ def test_messages_iterator_delivers_everything_and_stops(js, stream, cons, caplo
     with caplog.at_level(logging.DEBUG, logger="jetstream_sync"), cons.messages(max_messages=100) as it:
         for msg in it:
             msg.ack()
-            seen.append(msg.metadata.stream_sequence)
+            seen.append(msg.metadata.sequence.stream)
             if len(seen) == 1200:
                 break
         stats = it.stats()
@@ -124,7 +121,7 @@ def test_drain_delivers_what_is_buffered_then_ends(js, stream, cons):
     it.drain()
     rest = list(it)
     assert len(rest) == 49
-    assert [first, *rest][-1].metadata.stream_sequence == 50
+    assert [first, *rest][-1].metadata.sequence.stream == 50
 
 
 def test_stop_ends_delivery_at_once(js, stream, cons):
@@ -281,7 +278,7 @@ def test_consumer_deleted_ends_consume_and_iterator(js, stream):
     recorder = Recorder()
     ctx = a.consume(lambda m: m.ack(), error_handler=recorder, expires=5)
     it = b.messages(expires=5)
-    time.sleep(0.2)  # let both pulls reach the server; what follows is bounded
+    wait_until(lambda: a.info().num_waiting >= 1 and b.info().num_waiting >= 1)  # both pulls are at the server
     a.delete()
     b.delete()
     ctx.wait(timeout=5)
@@ -334,13 +331,17 @@ def test_close_ends_consume_and_iterator_promptly(nats_server, name):
 
     reader = threading.Thread(target=read_all)
     reader.start()
-    time.sleep(0.2)  # both are blocked waiting; the assertion is the bounded wake-up
+    wait_until(lambda: cons.info().num_waiting >= 2)  # the consume's pull and the iterator's are at the server
+    (handler_thread,) = [t for t in threading.enumerate() if t.name == f"jetstream-sync-consume-{name}/c"]
+    wait_parked([reader, handler_thread])  # and both wait for messages
     started = time.monotonic()
     nc.close()
-    ctx.wait(timeout=1.5)
-    reader.join(1.5)
+    # Closing ends both at once; left alone they would wait out the 30 s pull expiry, and a close() that had
+    # to give up joining threads takes its 5 s timeout: 3 s keeps those apart with room for a loaded machine.
+    ctx.wait(timeout=3.0)
+    reader.join(max(0.0, started + 3.0 - time.monotonic()))
     assert not reader.is_alive() and outcome
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < 3.0
 
 
 @pytest.mark.slow
@@ -366,7 +367,7 @@ def test_server_restart_mid_consume_loses_nothing(nats_server_function, mode):
                     except errors.ConnectionClosedError:
                         return
                     except errors.JetStreamError:
-                        time.sleep(0.05)
+                        time.sleep(0.05)  # back-off before publishing again while the server restarts
 
         def handle(msg):
             seen.add(msg.data)
@@ -401,7 +402,7 @@ def test_server_restart_mid_consume_loses_nothing(nats_server_function, mode):
                     except errors.ConnectionClosedError:
                         return
                     except errors.JetStreamError:
-                        time.sleep(0.1)
+                        time.sleep(0.1)  # back-off before fetching again while the server restarts
 
             worker = threading.Thread(target=fetch_loop, daemon=True)
             worker.start()

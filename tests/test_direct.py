@@ -152,8 +152,8 @@ def test_stream_without_allow_direct_has_no_responders(js, name):
 )
 def test_bad_arguments_fail_before_anything_is_sent(dstream, kwargs, field, error):
     args = {"start_seq": 1, "batch": 10, **kwargs}
-    sent = dstream._js.client.stats["out_msgs"]
+    sent = dstream.jetstream.client.stats["out_msgs"]
     with pytest.raises(error) as info:
         direct_get_batch(dstream, args.pop("start_seq"), args.pop("batch"), **args)
     assert info.value.field == field
-    assert dstream._js.client.stats["out_msgs"] == sent
+    assert dstream.jetstream.client.stats["out_msgs"] == sent

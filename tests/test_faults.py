@@ -15,7 +15,7 @@ import jetstream_sync
 from jetstream_sync import ConsumerConfig, StorageType, StreamConfig, errors
 from jetstream_sync.testing import EmbeddedServer
 
-from .conftest import our_threads, wait_until
+from .helpers import join_all, our_threads, wait_until
 
 
 def publish_until_acked(js, subject: str, data: bytes, msg_id: str) -> jetstream_sync.PubAck:
@@ -27,7 +27,7 @@ def publish_until_acked(js, subject: str, data: bytes, msg_id: str) -> jetstream
         except (errors.TimeoutError, errors.NotConnectedError, errors.NoRespondersError):
             if time.monotonic() > deadline:
                 raise
-            time.sleep(0.05)
+            time.sleep(0.05)  # back-off before the next attempt, as a careful producer does
 
 
 @pytest.mark.slow
@@ -52,7 +52,7 @@ def test_restart_during_publish_async_bursts_stores_each_message_once(nats_serve
                     futures[i] = fut
                     return
                 except (errors.NotConnectedError, errors.PublishBackpressureError):
-                    time.sleep(0.02)
+                    time.sleep(0.02)  # back-off while the server restarts or the window is full
 
         producer = threading.Thread(target=lambda: [submit(i) for i in range(total)])
         producer.start()
@@ -80,7 +80,7 @@ def test_stream_deleted_mid_consume_ends_it_and_the_client_stays_usable(client, 
     cons = stream.create_consumer(ConsumerConfig(durable_name="c"))
     seen: list[BaseException] = []
     ctx = cons.consume(lambda m: m.ack(), error_handler=seen.append, expires=5)
-    time.sleep(0.2)  # the pull reaches the server; the assertions below are bounded
+    wait_until(lambda: cons.info().num_waiting >= 1)  # the pull is at the server
     js.delete_stream(name)
     ctx.wait(timeout=5)
     assert isinstance(ctx.error, errors.ConsumerDeletedError)
@@ -132,7 +132,9 @@ def test_handler_blocking_forever_cannot_block_stop_drain_or_close(nats_server, 
         with pytest.raises(errors.TimeoutError):
             ctx.wait(timeout=0.3)
         nc.close(timeout=1)
-        assert time.monotonic() - started < 3
+        # About 1.3 s: the 0.3 s wait, then close() gives up on the stuck handler after its 1 s timeout. A close()
+        # that ignored its timeout would take the 5 s default, one that waited for the handler 60 s.
+        assert time.monotonic() - started < 4
         assert nc.is_closed
     finally:
         release.set()
@@ -148,8 +150,10 @@ def test_close_with_work_in_flight_in_16_threads(nats_server, name):
         js.publish(f"{name}.a", b"%d" % i)
     stop = threading.Event()
     unexpected: list[BaseException] = []
+    entered = [threading.Event() for _ in range(16)]
 
-    def loop(kind: int) -> None:
+    def loop(kind: int, index: int) -> None:
+        entered[index].set()  # just before the first call
         try:
             while not stop.is_set():
                 if kind == 0:
@@ -172,17 +176,20 @@ def test_close_with_work_in_flight_in_16_threads(nats_server, name):
         except Exception as exc:
             unexpected.append(exc)
 
-    threads = [threading.Thread(target=loop, args=(i % 6,)) for i in range(16)]
+    threads = [threading.Thread(target=loop, args=(i % 6, i)) for i in range(16)]
     for t in threads:
         t.start()
-    time.sleep(0.5)  # let the work get going; the assertions are on how close() ends it
+    # The work is under way: every thread made its first call, JetStream publishes are being stored, and the
+    # fetches and iterators have received messages from their pulls.
+    wait_until(lambda: all(e.is_set() for e in entered))
+    wait_until(lambda: stream.info().state.messages > 100 and cons.info().delivered.consumer_seq > 0, timeout=10)
     started = time.monotonic()
     nc.close()
     stop.set()
-    for t in threads:
-        t.join(3)
-    assert all(not t.is_alive() for t in threads)
-    assert time.monotonic() - started < 3
+    # close() ends all of it at once; the iterators' pulls would otherwise wait 30 s, and a close() that had to
+    # give up joining threads takes its 5 s timeout: 4 s keeps those apart with room for a loaded machine.
+    assert not join_all(threads, 4.0)
+    assert time.monotonic() - started < 4
     assert not unexpected, unexpected[:3]
     wait_until(lambda: not our_threads(), timeout=3)
 
@@ -266,7 +273,7 @@ def test_cut_connection_mid_read_redelivers_only_unacked(fault_proxy, mode):
                     except errors.ConnectionClosedError:
                         return
                     except errors.JetStreamError:
-                        time.sleep(0.05)
+                        time.sleep(0.05)  # back-off before reading again after the cut
 
             worker = threading.Thread(target=read, daemon=True)
             worker.start()

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from jetstream_sync._future import LightFuture
+from jetstream_sync._runtime import LightFuture
 
 
 def later(fn, delay: float = 0.05) -> None:

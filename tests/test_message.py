@@ -7,9 +7,9 @@ from datetime import datetime, timezone
 
 import pytest
 
-from jetstream_sync import AckPolicy, ConsumerConfig, Msg, MsgMetadata, errors
+from jetstream_sync import AckPolicy, ConsumerConfig, Msg, MsgMetadata, SequencePair, errors
 
-from .conftest import pull, wait_until
+from .helpers import pull, wait_until
 
 TS = 1_700_000_000_123_456_789
 
@@ -20,18 +20,20 @@ def test_v1_ack_subject():
         stream="ORDERS",
         consumer="dispatch",
         num_delivered=2,
-        stream_sequence=10,
-        consumer_sequence=5,
+        sequence=SequencePair(consumer=5, stream=10),
         timestamp=datetime(2023, 11, 14, 22, 13, 20, 123456, tzinfo=timezone.utc),
         num_pending=7,
         domain=None,
     )
+    # the field names of nats-py's Metadata; the flat names of earlier releases stay as aliases
+    assert (meta.sequence.stream, meta.sequence.consumer) == (10, 5)
+    assert (meta.stream_sequence, meta.consumer_sequence) == (10, 5)
 
 
 @pytest.mark.parametrize(("domain_token", "domain"), [("_", None), ("hub", "hub")])
 def test_v2_ack_subject_with_extra_tokens(domain_token, domain):
     meta = MsgMetadata.parse(f"$JS.ACK.{domain_token}.ACCHASH.ORDERS.dispatch.1.3.2.{TS}.0.random.future")
-    assert (meta.domain, meta.stream, meta.consumer, meta.stream_sequence, meta.consumer_sequence) == (
+    assert (meta.domain, meta.stream, meta.consumer, meta.sequence.stream, meta.sequence.consumer) == (
         domain,
         "ORDERS",
         "dispatch",
@@ -78,7 +80,7 @@ def test_metadata_of_a_delivered_message(js, client, stream, explicit):
     publish_n(js, stream, 2)
     _, second = pull(client, stream.name, "c", 2)
     meta = second.metadata
-    assert (meta.stream, meta.consumer, meta.stream_sequence, meta.consumer_sequence) == (stream.name, "c", 2, 2)
+    assert (meta.stream, meta.consumer, meta.sequence.stream, meta.sequence.consumer) == (stream.name, "c", 2, 2)
     assert meta.num_delivered == 1 and meta.num_pending == 0
     assert abs(meta.timestamp.timestamp() - time.time()) < 60
 

@@ -13,7 +13,7 @@ import jetstream_sync
 from jetstream_sync import ConsumerConfig, StorageType, StreamConfig, errors
 from jetstream_sync.testing import EmbeddedServer, FaultProxy
 
-from .conftest import wait_until
+from .helpers import wait_until
 
 SOAK_SECONDS = float(os.environ.get("JETSTREAM_SYNC_SOAK_SECONDS", "60"))
 
@@ -53,7 +53,7 @@ def test_soak_under_cuts_stalls_and_restarts():
                             batch.append((ident, js.publish_async("soak.x", b"%d" % ident, msg_id=str(ident))))
                         except errors.JetStreamError:
                             figures.publish_errors += 1
-                            time.sleep(0.05)
+                            time.sleep(0.05)  # back-off before publishing again during a fault
                             continue
                         ident += 2
                     for i, fut in batch:
@@ -118,7 +118,7 @@ def _republish(js, ident: int) -> None:
             js.publish("soak.x", b"%d" % ident, msg_id=str(ident), timeout=2)
             return
         except errors.JetStreamError:
-            time.sleep(0.1)
+            time.sleep(0.1)  # back-off before publishing again during a fault
     raise AssertionError(f"message {ident} could not be published within 60 s")
 
 

@@ -32,13 +32,13 @@ from pyspark.sql.types import BinaryType
 
 import jetstream_sync
 from jetstream_sync import ConsumerConfig, StreamConfig, errors
+from jetstream_sync.integrations.spark.reading import plan_ranges, read_range
 from jetstream_sync.spark import (
     READ_SCHEMA,
     JetStreamDataSource,
     parse_read_options,
     parse_write_options,
 )
-from jetstream_sync.spark.reading import plan_ranges, read_range
 
 pytestmark = pytest.mark.spark
 
@@ -237,9 +237,9 @@ def test_subjects_start_and_end_options(spark, nats_server, js, new_stream, mode
 def test_starting_time_resolves_to_the_first_message_stored_at_or_after_it(spark, nats_server, js, new_stream):
     stream = new_stream()
     publish(js, stream.name, 10)
-    time.sleep(0.05)
+    time.sleep(0.05)  # the scenario: a gap in time, so that `middle` lies strictly between the two groups
     middle = dt.datetime.now(dt.timezone.utc)
-    time.sleep(0.05)
+    time.sleep(0.05)  # the scenario: the second group is stored strictly after `middle`
     publish(js, stream.name, 5, start=10)
     url = nats_server.url
     assert seqs(source(spark, url, stream.name, startingTime=middle.isoformat())) == list(range(11, 16))
@@ -402,9 +402,14 @@ def test_stream_to_stream_copy_with_msg_id_column_survives_an_injected_task_fail
 
         context = TaskContext.get()
         if context.attemptNumber() == 0 and context.partitionId() == 0 and seq == 1400:
-            time.sleep(1.0)  # let the writer publish what it has, so the retry has duplicates to drop
+            # Fail only once the writers have published something, so the retry has duplicates to drop.
             with jetstream_sync.connect(url) as client:
-                stored = client.jetstream().stream_info(target).state.messages
+                js = client.jetstream()
+                deadline = time.monotonic() + 60
+                stored = js.stream_info(target).state.messages
+                while stored == 0 and time.monotonic() < deadline:
+                    time.sleep(0.05)  # the poll interval of this bounded wait on a condition
+                    stored = js.stream_info(target).state.messages
             marker.write_text(str(stored))
             raise RuntimeError("injected failure in attempt 0")
         return data
@@ -439,7 +444,7 @@ def test_query_stopped_mid_batch_and_restarted_is_exactly_once_with_default_ids(
     publish(js, src.name, 2000)
 
     def slow(data):
-        time.sleep(0.002)
+        time.sleep(0.002)  # slow on purpose, so that the query can be stopped mid-batch
         return data
 
     def build():
@@ -460,7 +465,7 @@ def test_query_stopped_mid_batch_and_restarted_is_exactly_once_with_default_ids(
         while dst.info().state.messages == 0:
             assert time.monotonic() < deadline, "nothing was copied"
             assert query.exception() is None, query.exception()
-            time.sleep(0.02)
+            time.sleep(0.02)  # the poll interval of this bounded wait on a condition
     finally:
         query.stop()
     partial = dst.info().state.messages
@@ -645,8 +650,8 @@ def test_clients_are_cached_per_process_and_a_forked_child_gets_its_own(nats_ser
 
     code = f"""
 import os
-from jetstream_sync.spark.options import ConnectionOptions
-from jetstream_sync.spark._clients import client_for
+from jetstream_sync.integrations.spark.options import ConnectionOptions
+from jetstream_sync.integrations.spark._clients import client_for
 options = ConnectionOptions(servers=({nats_server.url!r},))
 parent = client_for(options)
 assert client_for(options) is parent

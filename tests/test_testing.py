@@ -263,9 +263,9 @@ def test_taken_port_is_retried_on_another(monkeypatch: pytest.MonkeyPatch) -> No
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         taken = busy.getsockname()[1]
-        real_free_port = testing._free_port
+        real_free_port = testing._server._free_port
         ports = iter([taken])
-        monkeypatch.setattr(testing, "_free_port", lambda host: next(ports, None) or real_free_port(host))
+        monkeypatch.setattr(testing._server, "_free_port", lambda host: next(ports, None) or real_free_port(host))
         with EmbeddedServer() as srv:
             assert srv.port != taken
             assert '"jetstream":true' in info_line(srv.port)

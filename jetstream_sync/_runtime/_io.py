@@ -1,6 +1,6 @@
 """The IO thread: a private asyncio loop, and the two ways user threads reach it (``call`` and ``post``).
 
-Nothing else crosses between user threads and the loop (DESIGN.md rule 1).
+Nothing else crosses between user threads and the loop (docs/ARCHITECTURE.md, "Rules: one loop owner").
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from . import errors
+from .. import errors
 
 T = TypeVar("T")
 

@@ -11,7 +11,7 @@ import logging
 import os
 import threading
 
-from ..client import Client
+from ...client import Client
 from .options import ConnectionOptions, redacted
 
 __all__ = ["client_for", "close_clients"]

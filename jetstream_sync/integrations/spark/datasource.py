@@ -36,7 +36,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from .. import errors
+from ... import errors
 from .options import ReadOptions, WriteOptions, parse_read_options, parse_write_options
 from .reading import (
     Mode,

@@ -17,15 +17,15 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
-from .. import errors
-from ..direct import RawStoredMsg, direct_get_batch_raw
-from ..models import AckPolicy, ConsumerConfig, DeliverPolicy
+from ... import errors
+from ...jetstream.direct import RawStoredMsg, direct_get_batch_raw
+from ...models import AckPolicy, ConsumerConfig, DeliverPolicy
 from ._clients import client_for
 from .options import ReadOptions, redacted
 
 if TYPE_CHECKING:
-    from ..client import Client
-    from ..stream import Stream
+    from ...client import Client
+    from ...jetstream import Stream
 
 __all__ = [
     "DataLossError",
@@ -100,7 +100,7 @@ def choose_mode(options: ReadOptions, stream: Stream) -> Mode:
                 "readMode", f"direct needs a stream with allow_direct, and {options.stream!r} does not allow it"
             )
         return "direct"
-    if allowed and _server_version(stream._js.client) >= (2, 11):
+    if allowed and _server_version(stream.jetstream.client) >= (2, 11):
         return "direct"
     return "consumer"
 
@@ -240,17 +240,17 @@ def _read_consumer(
             rows: list[RawStoredMsg] = []
             for msg in consumer.fetch(min(options.fetch_batch_size, last - seen), expires=_FETCH_EXPIRES):
                 meta = msg.metadata
-                if meta.consumer_sequence != expected:
+                if meta.sequence.consumer != expected:
                     raise errors.JetStreamError(
                         f"reading {options.stream!r}: consumer delivery skipped from {expected} to "
-                        f"{meta.consumer_sequence}; retry the task"
+                        f"{meta.sequence.consumer}; retry the task"
                     )
                 expected += 1
-                if meta.stream_sequence > last:
+                if meta.sequence.stream > last:
                     done = True
                     break
-                seen = meta.stream_sequence
-                headers = msg.headers.multi_items() if msg._raw_headers else None
+                seen = meta.sequence.stream
+                headers = msg.headers.multi_items() if msg.raw_headers else None
                 micros = (meta.timestamp - _EPOCH) // _MICRO
                 rows.append(RawStoredMsg(msg.subject, seen, micros * 1000, headers or None, msg.data))
                 if seen >= last or meta.num_pending == 0:

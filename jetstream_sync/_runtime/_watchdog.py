@@ -1,7 +1,7 @@
 """The watchdog thread: timers (heartbeat deadlines) and user callbacks, never on the IO thread.
 
 User callbacks (errors, disconnect, reconnect, close) run here, so a slow callback can only delay other
-callbacks and timers, never the connection (DESIGN.md rule 2).
+callbacks and timers, never the connection (docs/ARCHITECTURE.md, "Rules: no user code on the IO thread").
 """
 
 from __future__ import annotations

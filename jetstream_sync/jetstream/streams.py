@@ -3,31 +3,26 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from . import errors
-from ._connection import status_of
-from ._validate import check_int, check_subject
-from .consumer import Consumer
-from .headers import Headers, parse_header_block
-from .models import ConsumerConfig, ConsumerInfo, StoredMsg, StreamInfo, parse_time
+from .. import errors
+from .._validate import check_int, check_subject
+from ..models import ConsumerConfig, ConsumerInfo, StoredMsg, StreamInfo
+from .consumers import Consumer
+from .direct import direct_get_one
 
 if TYPE_CHECKING:
-    from .jetstream import JetStream
+    from .context import JetStream
 
 __all__ = ["Stream"]
-
-# Headers a direct get adds to describe the stored message; they are not the message's own headers.
-_DIRECT_GET_HEADERS = frozenset(
-    {"Nats-Stream", "Nats-Sequence", "Nats-Time-Stamp", "Nats-Subject", "Nats-Last-Sequence", "Nats-Num-Pending"}
-)
 
 
 class Stream:
     """A handle on one stream. ``cached_info`` is what the last call saw; ``info()`` asks the server."""
 
     def __init__(self, js: JetStream, info: StreamInfo) -> None:
+        #: the JetStream context this handle was made by
+        self.jetstream = js
         self._js = js
         self.name: str = info.config.name
         self.cached_info = info
@@ -53,7 +48,7 @@ class Stream:
             body["seq"] = check_int("sequence", sequence, minimum=1)
         if keep is not None:
             body["keep"] = check_int("keep", keep, minimum=0)
-        response = self._js._api(f"STREAM.PURGE.{self.name}", body or None)
+        response = self._js.api.request(f"STREAM.PURGE.{self.name}", body or None)
         return int(response.get("purged", 0))
 
     # -- single messages --------------------------------------------------------------------------------
@@ -80,35 +75,20 @@ class Stream:
         return bool(self.cached_info.config.allow_direct)
 
     def _api_get(self, body: dict[str, Any]) -> StoredMsg:
-        return StoredMsg.from_api(self._js._api(f"STREAM.MSG.GET.{self.name}", body)["message"])
+        return StoredMsg.from_api(self._js.api.request(f"STREAM.MSG.GET.{self.name}", body)["message"])
 
     def _direct_get(self, suffix: str, body: dict[str, Any] | None) -> StoredMsg:
-        msg = self._js._request(f"{self._js.api_prefix}.DIRECT.GET.{suffix}", body)
-        raw = msg._raw_headers
-        status, description = status_of(raw)
-        if status == 404:
-            raise errors.MessageNotFoundError(404, 10037, f"no message found ({description or 'not found'})")
-        if status is not None:
-            raise errors.APIError(status, 0, description or "direct get failed")
-        _, _, all_headers = parse_header_block(raw or b"")
-        own = {k: v for k, v in all_headers.to_dict().items() if k not in _DIRECT_GET_HEADERS}
-        return StoredMsg(
-            subject=all_headers["Nats-Subject"],
-            seq=int(all_headers["Nats-Sequence"]),
-            data=msg.data,
-            headers=Headers(own),
-            time=_stamp(all_headers["Nats-Time-Stamp"]),
-        )
+        return direct_get_one(self._js.api, suffix, body)
 
     def delete_msg(self, sequence: int) -> None:
         """Delete the message at ``sequence`` (marked deleted; its bytes may remain on disk)."""
         check_int("sequence", sequence, minimum=1)
-        self._js._api(f"STREAM.MSG.DELETE.{self.name}", {"seq": sequence, "no_erase": True})
+        self._js.api.request(f"STREAM.MSG.DELETE.{self.name}", {"seq": sequence, "no_erase": True})
 
     def secure_delete_msg(self, sequence: int) -> None:
         """Delete the message at ``sequence`` and overwrite its bytes on disk."""
         check_int("sequence", sequence, minimum=1)
-        self._js._api(f"STREAM.MSG.DELETE.{self.name}", {"seq": sequence})
+        self._js.api.request(f"STREAM.MSG.DELETE.{self.name}", {"seq": sequence})
 
     # -- consumers --------------------------------------------------------------------------------------
     def create_consumer(self, config: ConsumerConfig) -> Consumer:
@@ -131,10 +111,3 @@ class Stream:
 
     def consumer_names(self) -> Iterator[str]:
         return self._js.consumer_names(self.name)
-
-
-def _stamp(text: str) -> datetime:
-    moment = parse_time(text)
-    if moment is None:
-        raise errors.JetStreamError(f"unreadable Nats-Time-Stamp from the server: {text!r}")
-    return moment

@@ -3,27 +3,32 @@
 from __future__ import annotations
 
 import concurrent.futures
-import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 import tenacity
-from nats.nuid import NUID
 
-from . import errors
-from ._validate import check_int, check_name, check_subject, check_timeout, to_seconds
-from .consumer import Consumer
-from .headers import HeadersInput
-from .message import Msg
-from .models import AccountInfo, ConsumerConfig, ConsumerInfo, PubAck, StreamConfig, StreamInfo
-from .publish import DEFAULT_MAX_PENDING, AsyncPublisher, default_publish_retry, js_publish_headers, parse_pub_ack
-from .stream import Stream
-
-if TYPE_CHECKING:
-    from .client import Client
+from .. import errors
+from .._protocol import Command
+from .._runtime import RawReply
+from .._validate import check_int, check_name, check_subject, check_timeout, options_from, to_seconds
+from ..client import Client
+from ..headers import HeadersInput
+from ..models import AccountInfo, ConsumerConfig, ConsumerInfo, PubAck, StreamConfig, StreamInfo
+from .api import JetStreamAPI
+from .consumers import Consumer
+from .publish import (
+    DEFAULT_MAX_PENDING,
+    NO_CHECKS,
+    AsyncPublisher,
+    PublishOptions,
+    default_publish_retry,
+    parse_pub_ack,
+)
+from .streams import Stream
 
 __all__ = ["JetStream"]
 
@@ -59,13 +64,17 @@ class JetStream:
             prefix = "$JS.API"
         if publish_retry is not None and not isinstance(publish_retry, tenacity.Retrying):
             raise errors.InvalidTypeError("publish_retry", "must be a tenacity.Retrying")
+        if not isinstance(client, Client):
+            raise errors.InvalidTypeError("client", f"must be a jetstream_sync.Client, got {type(client).__name__}")
         self.client = client
-        self.api_prefix = prefix
         self.domain = domain
         self.timeout = check_timeout(timeout, client.default_timeout)
+        #: the JetStream API this context talks to; ``js.api.request(suffix, body)`` reaches any API call
+        self.api = JetStreamAPI(client, prefix, self.timeout)
+        self._runtime = client.runtime
         self._retry = publish_retry or default_publish_retry()
         self._publisher = AsyncPublisher(
-            client,
+            self._runtime,
             max_pending=check_int("max_pending", max_pending, minimum=1),
             ack_timeout=self.timeout,
             stall_timeout=to_seconds("stall_timeout", stall_timeout),
@@ -74,58 +83,16 @@ class JetStream:
     def __repr__(self) -> str:
         return f"<JetStream api_prefix={self.api_prefix!r}>"
 
-    # -- the API request path ---------------------------------------------------------------------------
-    def _api(self, suffix: str, body: dict[str, Any] | None = None, timeout: float | None = None) -> dict[str, Any]:
-        """One JetStream API request; errors come back as typed APIError subclasses."""
-        subject = f"{self.api_prefix}.{suffix}"
-        return self._decode(self._request(subject, body, timeout), subject)
-
-    def _request(self, subject: str, body: dict[str, Any] | None, timeout: float | None = None) -> Msg:
-        """A request to the JetStream API, the raw reply; "no responders" means JetStream is not there."""
-        client = self.client
-        client._check_usable()
-        seconds = check_timeout(timeout, self.timeout)
-        payload = json.dumps(body, separators=(",", ":")).encode() if body is not None else b""
-        encode = client.prepare_publish(subject, payload, None)
-        try:
-            return client._request(encode, seconds, f"JetStream API {subject}")
-        except errors.NoRespondersError:
-            raise errors.JetStreamNotEnabledError(
-                503, 0, f"no responders on {subject}: JetStream is not enabled for this account or server"
-            ) from None
-
-    @staticmethod
-    def _decode(msg: Msg, subject: str) -> dict[str, Any]:
-        try:
-            response = json.loads(msg.data)
-        except ValueError as exc:
-            raise errors.JetStreamError(f"invalid JSON from {subject}: {msg.data[:200]!r}") from exc
-        if not isinstance(response, dict):
-            raise errors.JetStreamError(f"unexpected reply from {subject}: {msg.data[:200]!r}")
-        error = response.get("error")
-        if error:
-            raise errors.api_error(
-                int(error.get("code", 0)), int(error.get("err_code", 0)), str(error.get("description", ""))
-            )
-        return response
-
-    def _paged(self, suffix: str, key: str, body: dict[str, Any]) -> Iterator[Any]:
-        """Yield items of a paged list API, fetching the next page only when needed."""
-        offset = 0
-        while True:
-            page = self._api(suffix, {**body, "offset": offset})
-            items = page.get(key) or []
-            yield from items
-            offset += len(items)
-            total = int(page.get("total", 0))
-            if not items or offset >= total:
-                return
+    @property
+    def api_prefix(self) -> str:
+        """``$JS.API``, ``$JS.<domain>.API`` or the prefix given."""
+        return self.api.prefix
 
     # -- streams ----------------------------------------------------------------------------------------
     def _stream_request(self, action: str, config: StreamConfig) -> Stream:
         if not isinstance(config, StreamConfig):
             raise errors.InvalidTypeError("config", f"must be a StreamConfig, got {type(config).__name__}")
-        info = StreamInfo.from_json(self._api(f"STREAM.{action}.{config.name}", config.to_json()))
+        info = StreamInfo.from_json(self.api.request(f"STREAM.{action}.{config.name}", config.to_json()))
         return Stream(self, info)
 
     def create_stream(self, config: StreamConfig) -> Stream:
@@ -148,21 +115,21 @@ class JetStream:
 
     def stream_info(self, name: str) -> StreamInfo:
         check_name("stream", name)
-        return StreamInfo.from_json(self._api(f"STREAM.INFO.{name}"))
+        return StreamInfo.from_json(self.api.request(f"STREAM.INFO.{name}"))
 
     def delete_stream(self, name: str) -> None:
         check_name("stream", name)
-        self._api(f"STREAM.DELETE.{name}")
+        self.api.request(f"STREAM.DELETE.{name}")
 
     def streams(self, subject: str | None = None) -> Iterator[StreamInfo]:
         """Every stream's info (or those capturing ``subject``), fetched page by page."""
         body = {} if subject is None else {"subject": check_subject("subject", subject, wildcards=True)}
-        for item in self._paged("STREAM.LIST", "streams", body):
+        for item in self.api.paged("STREAM.LIST", "streams", body):
             yield StreamInfo.from_json(item)
 
     def stream_names(self, subject: str | None = None) -> Iterator[str]:
         body = {} if subject is None else {"subject": check_subject("subject", subject, wildcards=True)}
-        yield from self._paged("STREAM.NAMES", "streams", body)
+        yield from self.api.paged("STREAM.NAMES", "streams", body)
 
     def find_stream_name(self, subject: str) -> str:
         """The stream that captures ``subject``; StreamNotFoundError when none does."""
@@ -171,7 +138,7 @@ class JetStream:
         raise errors.StreamNotFoundError(404, 10059, f"no stream captures subject {subject!r}")
 
     def account_info(self) -> AccountInfo:
-        return AccountInfo.from_json(self._api("INFO"))
+        return AccountInfo.from_json(self.api.request("INFO"))
 
     # -- consumers --------------------------------------------------------------------------------------
     def _consumer_request(self, stream: str, config: ConsumerConfig, action: str) -> Consumer:
@@ -180,12 +147,12 @@ class JetStream:
             raise errors.InvalidTypeError("config", f"must be a ConsumerConfig, got {type(config).__name__}")
         name = config.name or config.durable_name
         if not name:
-            name = NUID().next().decode()
+            name = self._runtime.new_token()
             config = attrs.evolve(config, name=name)
         body: dict[str, Any] = {"stream_name": stream, "config": config.to_json()}
         if action:
             body["action"] = action
-        info = ConsumerInfo.from_json(self._api(f"CONSUMER.CREATE.{stream}.{name}", body))
+        info = ConsumerInfo.from_json(self.api.request(f"CONSUMER.CREATE.{stream}.{name}", body))
         return Consumer(self, info)
 
     def create_consumer(self, stream: str, config: ConsumerConfig) -> Consumer:
@@ -216,21 +183,21 @@ class JetStream:
     def consumer_info(self, stream: str, name: str) -> ConsumerInfo:
         check_name("stream", stream)
         check_name("name", name)
-        return ConsumerInfo.from_json(self._api(f"CONSUMER.INFO.{stream}.{name}"))
+        return ConsumerInfo.from_json(self.api.request(f"CONSUMER.INFO.{stream}.{name}"))
 
     def delete_consumer(self, stream: str, name: str) -> None:
         check_name("stream", stream)
         check_name("name", name)
-        self._api(f"CONSUMER.DELETE.{stream}.{name}")
+        self.api.request(f"CONSUMER.DELETE.{stream}.{name}")
 
     def consumers(self, stream: str) -> Iterator[ConsumerInfo]:
         check_name("stream", stream)
-        for item in self._paged(f"CONSUMER.LIST.{stream}", "consumers", {}):
+        for item in self.api.paged(f"CONSUMER.LIST.{stream}", "consumers", {}):
             yield ConsumerInfo.from_json(item)
 
     def consumer_names(self, stream: str) -> Iterator[str]:
         check_name("stream", stream)
-        yield from self._paged(f"CONSUMER.NAMES.{stream}", "consumers", {})
+        yield from self.api.paged(f"CONSUMER.NAMES.{stream}", "consumers", {})
 
     # -- publishing -------------------------------------------------------------------------------------
     def publish(
@@ -239,35 +206,34 @@ class JetStream:
         data: bytes = b"",
         headers: HeadersInput | None = None,
         *,
-        msg_id: str | None = None,
-        expected_stream: str | None = None,
-        expected_last_sequence: int | None = None,
-        expected_last_subject_sequence: int | None = None,
-        expected_last_msg_id: str | None = None,
         timeout: float | timedelta | None = None,
+        options: PublishOptions | None = None,
+        **checks: Any,
     ) -> PubAck:
         """Publish and wait for the stream's acknowledgement. ``duplicate`` is True for a dedup hit.
 
-        With ``msg_id`` a publish retried after an error is stored once inside the duplicate window.
+        The keywords ``msg_id``, ``expected_stream``, ``expected_last_sequence``,
+        ``expected_last_subject_sequence`` and ``expected_last_msg_id`` (or ``options=PublishOptions(...)``)
+        add the stream-side checks of :class:`PublishOptions`. With ``msg_id`` a publish retried after an
+        error is stored once inside the duplicate window.
         """
-        client = self.client
-        client._check_usable()
+        self._runtime.check_usable()
         seconds = check_timeout(timeout, self.timeout)
-        extra = js_publish_headers(
-            msg_id, expected_stream, expected_last_sequence, expected_last_subject_sequence, expected_last_msg_id
-        )
-        encode = client.prepare_publish(subject, data, headers, extra)
+        extra = _publish_options(options, checks).headers()
+        encode = self.client.prepare_publish(subject, data, headers, extra)
         what = f"publish to {subject!r}"
         try:
-            msg = client._request(encode, seconds, what)
+            reply = self._runtime.request(encode, seconds, what)
         except errors.NoRespondersError:
-            msg = self._retry_no_responders(encode, seconds, what, subject)
-        return parse_pub_ack(msg.data)
+            reply = self._retry_no_responders(encode, seconds, what, subject)
+        return parse_pub_ack(reply.data)
 
-    def _retry_no_responders(self, encode: Any, seconds: float, what: str, subject: str) -> Msg:
+    def _retry_no_responders(
+        self, encode: Callable[[bytes], Command], seconds: float, what: str, subject: str
+    ) -> RawReply:
         retry = self._retry.copy()
         try:
-            return retry(self.client._request, encode, seconds, what)
+            return retry(self._runtime.request, encode, seconds, what)
         except errors.NoRespondersError:
             raise errors.NoStreamResponseError(
                 f"no stream answered a publish to {subject!r}: no stream captures this subject (or JetStream "
@@ -280,27 +246,21 @@ class JetStream:
         data: bytes = b"",
         headers: HeadersInput | None = None,
         *,
-        msg_id: str | None = None,
-        expected_stream: str | None = None,
-        expected_last_sequence: int | None = None,
-        expected_last_subject_sequence: int | None = None,
-        expected_last_msg_id: str | None = None,
         timeout: float | timedelta | None = None,
+        options: PublishOptions | None = None,
+        **checks: Any,
     ) -> concurrent.futures.Future[PubAck]:
         """Publish without waiting; the future resolves with the PubAck or an error, always.
 
-        At most ``max_pending`` publishes are in flight; past that this call blocks (back-pressure) and
-        raises PublishBackpressureError after ``stall_timeout``. A future whose ack does not come within
-        ``timeout`` fails with TimeoutError; on disconnect in-flight futures fail with NotConnectedError.
-        "No responders" (JetStream restarting, or no stream for the subject) is tried 4 times over about 0.35 s
-        before the future fails with NoRespondersError.
+        Takes the same checks as :meth:`publish`. At most ``max_pending`` publishes are in flight; past that
+        this call blocks (back-pressure) and raises PublishBackpressureError after ``stall_timeout``. A future
+        whose ack does not come within ``timeout`` fails with TimeoutError; on disconnect in-flight futures fail
+        with NotConnectedError. "No responders" (JetStream restarting, or no stream for the subject) is tried 4
+        times over about 0.35 s before the future fails with NoRespondersError.
         """
-        client = self.client
-        client._check_usable()
-        extra = js_publish_headers(
-            msg_id, expected_stream, expected_last_sequence, expected_last_subject_sequence, expected_last_msg_id
-        )
-        return self._publisher.submit(client.prepare_message(subject, data, headers, extra), timeout)
+        self._runtime.check_usable()
+        extra = _publish_options(options, checks).headers()
+        return self._publisher.submit(self.client.prepare_message(subject, data, headers, extra), timeout)
 
     def publish_async_pending(self) -> int:
         """How many asynchronous publishes wait for their ack."""
@@ -308,5 +268,12 @@ class JetStream:
 
     def publish_async_complete(self, timeout: float | timedelta | None = None) -> None:
         """Wait until every asynchronous publish has resolved; TimeoutError otherwise."""
-        self.client._check_usable()
+        self._runtime.check_usable()
         self._publisher.complete(check_timeout(timeout, self.timeout))
+
+
+def _publish_options(options: PublishOptions | None, checks: dict[str, Any]) -> PublishOptions:
+    """The checks of one publish, from ``options=`` or the keywords (the common case, none, costs nothing)."""
+    if options is None and not checks:
+        return NO_CHECKS
+    return options_from(PublishOptions, options, checks, "publish")

@@ -20,9 +20,9 @@ from typing import Any
 import attrs
 import pyarrow as pa
 
-from .. import errors
-from ..jetstream import JetStream
-from ..models import PubAck
+from ... import errors
+from ...jetstream import JetStream
+from ...models import PubAck
 from ._clients import client_for
 from .options import WriteOptions
 

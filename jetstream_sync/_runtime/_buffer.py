@@ -1,7 +1,7 @@
 """MessageBuffer: the hand-off from the IO thread to user threads.
 
 The IO thread appends without taking the lock and asks for one notification per burst; readers take
-whatever is buffered under a single lock acquisition (DESIGN.md rule 5).
+whatever is buffered under a single lock acquisition (docs/ARCHITECTURE.md, "Rules: batched hand-offs").
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from . import errors
+from .. import errors
 
 T = TypeVar("T")
 

@@ -2,28 +2,25 @@
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import json
 import re
 import threading
-import time
 from collections.abc import Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import Any
 
+import attrs
 import tenacity
 
-from . import errors
-from ._connection import Command, encode_pub_parts
-from ._future import LightFuture
-from ._validate import check_int, check_str_or_none, check_timeout
-from .models import PubAck
+from .. import errors
+from .._protocol import Command, encode_pub_parts
+from .._runtime import LightFuture, Runtime, wait_while
+from .._validate import check_int, check_str_or_none, check_timeout
+from ..client import PreparedMessage
+from ..models import PubAck
 
-if TYPE_CHECKING:
-    from .client import Client
-
-__all__ = ["AsyncPublisher", "default_publish_retry", "js_publish_headers", "parse_pub_ack"]
+__all__ = ["NO_CHECKS", "AsyncPublisher", "PublishOptions", "default_publish_retry", "parse_pub_ack"]
 
 DEFAULT_MAX_PENDING = 4000
 NO_RESPONDERS_ATTEMPTS = 4  # publish_async: tries, 50 ms apart and doubling, while JetStream does not answer
@@ -39,40 +36,53 @@ def default_publish_retry() -> tenacity.Retrying:
     )
 
 
-def js_publish_headers(
-    msg_id: str | None,
-    expected_stream: str | None,
-    expected_last_sequence: int | None,
-    expected_last_subject_sequence: int | None,
-    expected_last_msg_id: str | None,
-) -> list[tuple[bytes, bytes]]:
-    """The Nats-* headers that carry dedup and optimistic-concurrency checks."""
-    if (
-        msg_id is None
-        and expected_stream is None
-        and expected_last_sequence is None
-        and expected_last_subject_sequence is None
-        and expected_last_msg_id is None
-    ):
-        return []
-    extra: list[tuple[bytes, bytes]] = []
-    for field, key, text in (
-        ("msg_id", b"Nats-Msg-Id", msg_id),
-        ("expected_stream", b"Nats-Expected-Stream", expected_stream),
-        ("expected_last_msg_id", b"Nats-Expected-Last-Msg-Id", expected_last_msg_id),
-    ):
-        check_str_or_none(field, text)
-        if text is not None:
-            if not text or "\r" in text or "\n" in text:
-                raise errors.InvalidArgumentError(field, "must be non-empty text without CR or LF")
-            extra.append((key, text.encode()))
-    for field, key, number in (
-        ("expected_last_sequence", b"Nats-Expected-Last-Sequence", expected_last_sequence),
-        ("expected_last_subject_sequence", b"Nats-Expected-Last-Subject-Sequence", expected_last_subject_sequence),
-    ):
-        if number is not None:
-            extra.append((key, b"%d" % check_int(field, number, minimum=0)))
-    return extra
+def _optional_text(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
+    check_str_or_none(attr.name, value)
+    if value is not None and (not value or "\r" in value or "\n" in value):  # type: ignore[operator]
+        raise errors.InvalidArgumentError(attr.name, "must be non-empty text without CR or LF")
+
+
+def _optional_sequence(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
+    if value is not None:
+        check_int(attr.name, value, minimum=0)
+
+
+@attrs.frozen(kw_only=True)
+class PublishOptions:
+    """The checks a JetStream publish can carry, sent as ``Nats-*`` headers and enforced by the stream.
+
+    ``msg_id`` deduplicates inside the stream's duplicate window (so a retried publish is stored once); the
+    ``expected_*`` fields make the publish fail with a typed error (WrongLastSequenceError, ...) when the
+    stream is not in the state the publisher assumed (optimistic concurrency).
+    """
+
+    msg_id: str | None = attrs.field(default=None, validator=_optional_text)
+    expected_stream: str | None = attrs.field(default=None, validator=_optional_text)
+    expected_last_sequence: int | None = attrs.field(default=None, validator=_optional_sequence)
+    expected_last_subject_sequence: int | None = attrs.field(default=None, validator=_optional_sequence)
+    expected_last_msg_id: str | None = attrs.field(default=None, validator=_optional_text)
+
+    def headers(self) -> list[tuple[bytes, bytes]]:
+        """The ``Nats-*`` headers that carry these checks (none for the default options)."""
+        extra: list[tuple[bytes, bytes]] = []
+        for key, value in (
+            (b"Nats-Msg-Id", self.msg_id),
+            (b"Nats-Expected-Stream", self.expected_stream),
+            (b"Nats-Expected-Last-Msg-Id", self.expected_last_msg_id),
+        ):
+            if value is not None:
+                extra.append((key, value.encode()))
+        for key, number in (
+            (b"Nats-Expected-Last-Sequence", self.expected_last_sequence),
+            (b"Nats-Expected-Last-Subject-Sequence", self.expected_last_subject_sequence),
+        ):
+            if number is not None:
+                extra.append((key, b"%d" % number))
+        return extra
+
+
+#: the options of a publish without checks (shared: building one per publish would cost on the hot path)
+NO_CHECKS = PublishOptions()
 
 
 _PUB_ACK_KEYS = frozenset({"stream", "seq", "duplicate", "domain"})
@@ -122,19 +132,18 @@ class _InflightGate:
             return
         lock.release()
         with self._cond:
-            deadline = time.monotonic() + timeout
             self._waiters += 1
             try:
-                while self.count >= self.limit:
-                    if closed():
-                        raise errors.ConnectionClosedError()
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        raise errors.PublishBackpressureError(
-                            f"{self.count} asynchronous publishes stayed in flight for {timeout:g}s; the server "
-                            "is not keeping up (wait with publish_async_complete() or raise max_pending)"
-                        )
-                    self._cond.wait(min(remaining, 0.25))
+                wait_while(
+                    self._cond,
+                    lambda: self.count >= self.limit,
+                    timeout,
+                    closed=closed,
+                    timed_out=lambda: errors.PublishBackpressureError(
+                        f"{self.count} asynchronous publishes stayed in flight for {timeout:g}s; the server "
+                        "is not keeping up (wait with publish_async_complete() or raise max_pending)"
+                    ),
+                )
                 self.count += 1
             finally:
                 self._waiters -= 1
@@ -150,19 +159,18 @@ class _InflightGate:
                 self._cond.notify_all()
 
     def wait_empty(self, timeout: float, closed: Callable[[], bool]) -> None:
-        deadline = time.monotonic() + timeout
         with self._cond:
             self._waiters += 1
             try:
-                while self.count > 0:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        raise errors.TimeoutError(
-                            f"{self.count} asynchronous publishes were still in flight after {timeout:g}s"
-                        )
-                    if closed():
-                        raise errors.ConnectionClosedError()
-                    self._cond.wait(min(remaining, 0.25))
+                wait_while(
+                    self._cond,
+                    lambda: self.count > 0,
+                    timeout,
+                    closed=closed,
+                    timed_out=lambda: errors.TimeoutError(
+                        f"{self.count} asynchronous publishes were still in flight after {timeout:g}s"
+                    ),
+                )
             finally:
                 self._waiters -= 1
 
@@ -180,7 +188,7 @@ class _PubAckReply:
 
     __slots__ = ("attempts", "future", "headers", "payload", "publisher", "subject", "timeout")
 
-    def __init__(self, publisher: AsyncPublisher, message: tuple[bytes, bytes | None, bytes], timeout: float) -> None:
+    def __init__(self, publisher: AsyncPublisher, message: PreparedMessage, timeout: float) -> None:
         self.publisher = publisher
         self.subject, self.headers, self.payload = message
         self.timeout = timeout
@@ -196,65 +204,64 @@ class _PubAckReply:
         except errors.JetStreamError as exc:
             self.fail(exc)
             return
-        self.publisher._gate.release()
+        self.publisher.release()
         if not self.future.done():
             self.future.set_result(result)
 
     def fail(self, exc: BaseException) -> None:
-        if isinstance(exc, errors.NoRespondersError) and self.publisher._retry_later(self):
+        if isinstance(exc, errors.NoRespondersError) and self.publisher.retry_later(self):
             return
-        self.publisher._gate.release()
+        self.publisher.release()
         if not self.future.done():
             self.future.set_exception(exc)
 
 
 class AsyncPublisher:
-    """publish_async's state for one JetStream context: the gate and the ack timeout."""
+    """publish_async's state for one JetStream context: the in-flight gate and the ack timeout."""
 
-    def __init__(self, client: Client, *, max_pending: int, ack_timeout: float, stall_timeout: float) -> None:
-        self._client = client
+    def __init__(self, runtime: Runtime, *, max_pending: int, ack_timeout: float, stall_timeout: float) -> None:
+        self._runtime = runtime
         self._gate = _InflightGate(max_pending)
         self.ack_timeout = ack_timeout
         self.stall_timeout = stall_timeout
-        client.register_closeable(self)
+        runtime.track(self)
 
     def _closed(self) -> bool:
-        return self._client.is_closed
+        return self._runtime.is_closed
 
-    def submit(
-        self, message: tuple[bytes, bytes | None, bytes], timeout: float | timedelta | None
-    ) -> concurrent.futures.Future[PubAck]:
-        client = self._client
+    def submit(self, message: PreparedMessage, timeout: float | timedelta | None) -> concurrent.futures.Future[PubAck]:
+        runtime = self._runtime
         ack_timeout = self.ack_timeout if timeout is None else check_timeout(timeout, self.ack_timeout)
         self._gate.acquire(self.stall_timeout, self._closed)
         reply = _PubAckReply(self, message, ack_timeout)
-        subject = client._mux.register(reply, ack_timeout)
+        subject = runtime.expect_reply(reply, ack_timeout)
         try:
-            client._outbound.put(reply.encode(subject))
+            runtime.send(reply.encode(subject))
         except BaseException:
-            client._mux.forget(subject)
+            runtime.forget_reply(subject)
             self._gate.release()
             raise
         return reply.future
 
-    def _retry_later(self, reply: _PubAckReply) -> bool:
+    def retry_later(self, reply: _PubAckReply) -> bool:
         """IO thread: schedule another attempt of a publish that met "no responders"; False when out of tries."""
-        if reply.attempts >= NO_RESPONDERS_ATTEMPTS or self._client.is_closed:
+        if reply.attempts >= NO_RESPONDERS_ATTEMPTS or self._runtime.is_closed:
             return False
         delay = 0.05 * 2 ** (reply.attempts - 1)
         reply.attempts += 1
-        asyncio.get_running_loop().call_later(delay, self._resend, reply)
+        self._runtime.call_later(delay, lambda: self._resend(reply))
         return True
 
     def _resend(self, reply: _PubAckReply) -> None:
-        client = self._client
-        if client.is_closed:
+        runtime = self._runtime
+        if runtime.is_closed:
             reply.fail(errors.ConnectionClosedError())
             return
-        subject = client._mux.register(reply, reply.timeout)
-        command = reply.encode(subject)
-        parts = [command] if isinstance(command, bytes) else list(command)
-        client._nc.append_pending(parts, sum(len(part) for part in parts), 1)
+        runtime.send_now(reply.encode(runtime.expect_reply(reply, reply.timeout)))
+
+    def release(self) -> None:
+        """IO thread: one in-flight publish resolved."""
+        self._gate.release()
 
     @property
     def pending(self) -> int:
@@ -263,5 +270,5 @@ class AsyncPublisher:
     def complete(self, timeout: float) -> None:
         self._gate.wait_empty(timeout, self._closed)
 
-    def _client_closed(self, exc: BaseException) -> None:
+    def on_client_closed(self, exc: BaseException) -> None:
         self._gate.wake()

@@ -17,10 +17,11 @@ from typing import Literal
 
 import attrs
 
-from .. import errors
-from .._validate import check_name, check_subject
-from ..client import Client, _redact_url, connect
-from ..models import parse_time
+from ... import errors
+from ..._runtime import redact_url
+from ..._validate import check_name, check_subject
+from ...client import Client, connect
+from ...models import parse_time
 
 __all__ = ["ConnectionOptions", "ReadOptions", "WriteOptions", "parse_read_options", "parse_write_options"]
 
@@ -155,7 +156,7 @@ class WriteOptions:
 
 def redacted(servers: tuple[str, ...]) -> str:
     """The server URLs for messages and logs, without user:password@ or token@."""
-    return ", ".join(_redact_url(url) for url in servers)
+    return ", ".join(redact_url(url) for url in servers)
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:

@@ -1,0 +1,175 @@
+"""Wire-protocol helpers: PUB/HPUB encoding, inline statuses, ack payloads, pull requests, nanoseconds.
+
+Everything here is a pure function of bytes and numbers, shared by the runtime (which writes commands) and
+the JetStream layer (which builds them). Nothing here knows about threads or nats-py; see
+docs/ARCHITECTURE.md, "Layout".
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any
+
+from .headers import parse_header_block
+
+__all__ = [
+    "ACK",
+    "ACK_PREFIX",
+    "ACK_PREFIX_TEXT",
+    "LARGE_PAYLOAD",
+    "NAK",
+    "NS_PER_SECOND",
+    "TERM",
+    "WPI",
+    "Command",
+    "api_payload",
+    "datetime_from_nanos",
+    "encode_pub",
+    "encode_pub_parts",
+    "is_no_responders",
+    "nak_payload",
+    "nanos",
+    "pending_counts",
+    "pull_request",
+    "seconds",
+    "status_of",
+    "term_payload",
+]
+
+#: One protocol command ready for the socket: bytes, or (head, payload, CRLF) for a large payload.
+Command = bytes | tuple[bytes, ...]
+
+_CRLF = b"\r\n"
+_NO_RESPONDERS = b"NATS/1.0 503"
+
+# Above this payload size a publish is queued as (control line, payload, CRLF), so the payload is copied once,
+# when the socket write joins the burst, instead of once more into a formatted command.
+LARGE_PAYLOAD = 4096
+
+# -- acknowledgements (ADR-15) -------------------------------------------------------------------------------
+#: Messages delivered by a consumer carry a reply subject with this prefix; it is also how they are told apart
+#: from statuses and heartbeats on a pull inbox.
+ACK_PREFIX = b"$JS.ACK."
+ACK_PREFIX_TEXT = "$JS.ACK."
+ACK = b"+ACK"
+NAK = b"-NAK"
+WPI = b"+WPI"
+TERM = b"+TERM"
+
+NS_PER_SECOND = 1_000_000_000
+
+
+def nanos(seconds: float) -> int:
+    """Float seconds to integer nanoseconds; the whole seconds are converted exactly, so large values stay exact."""
+    if isinstance(seconds, int):
+        return seconds * NS_PER_SECOND
+    whole = int(seconds)
+    return whole * NS_PER_SECOND + round((seconds - whole) * NS_PER_SECOND)
+
+
+def seconds(ns: int) -> float:
+    """Integer nanoseconds to float seconds (int / int is correctly rounded, unlike ns * 1e-9)."""
+    return ns / NS_PER_SECOND
+
+
+def datetime_from_nanos(ns: int) -> datetime:
+    """Unix nanoseconds as an aware UTC datetime (microsecond precision, truncated)."""
+    return datetime.fromtimestamp(ns // NS_PER_SECOND, tz=timezone.utc).replace(
+        microsecond=(ns % NS_PER_SECOND) // 1000
+    )
+
+
+def nak_payload(delay_ns: int | None) -> bytes:
+    """``-NAK``, or ``-NAK {"delay": ns}`` to ask for redelivery after a delay."""
+    if delay_ns is None:
+        return NAK
+    return NAK + b" " + json.dumps({"delay": delay_ns}).encode()
+
+
+def term_payload(reason: str | None) -> bytes:
+    """``+TERM``, with the reason the server records in its advisory when one is given."""
+    return TERM + b" " + reason.encode() if reason else TERM
+
+
+# -- publishing ----------------------------------------------------------------------------------------------
+def encode_pub(subject: bytes, reply: bytes, headers: bytes | None, payload: bytes) -> bytes:
+    """One PUB or HPUB protocol command."""
+    if headers is None:
+        if reply:
+            return b"PUB %b %b %d\r\n%b\r\n" % (subject, reply, len(payload), payload)
+        return b"PUB %b %d\r\n%b\r\n" % (subject, len(payload), payload)
+    hlen = len(headers)
+    if reply:
+        return b"HPUB %b %b %d %d\r\n%b%b\r\n" % (subject, reply, hlen, hlen + len(payload), headers, payload)
+    return b"HPUB %b %d %d\r\n%b%b\r\n" % (subject, hlen, hlen + len(payload), headers, payload)
+
+
+def encode_pub_parts(subject: bytes, reply: bytes, headers: bytes | None, payload: bytes) -> Command:
+    """A PUB or HPUB command, as one bytes or, for a large payload, as parts that avoid copying it.
+
+    The small case is formatted in one go by :func:`encode_pub`: one allocation per message on the hot path.
+    """
+    if len(payload) <= LARGE_PAYLOAD:
+        return encode_pub(subject, reply, headers, payload)
+    if headers is None:
+        head = (
+            b"PUB %b %b %d\r\n" % (subject, reply, len(payload))
+            if reply
+            else b"PUB %b %d\r\n" % (subject, len(payload))
+        )
+        return (head, payload, _CRLF)
+    hlen = len(headers)
+    total = hlen + len(payload)
+    head = (
+        b"HPUB %b %b %d %d\r\n" % (subject, reply, hlen, total)
+        if reply
+        else b"HPUB %b %d %d\r\n" % (subject, hlen, total)
+    )
+    return (head + headers, payload, _CRLF)
+
+
+def api_payload(body: dict[str, Any] | None) -> bytes:
+    """A JetStream API request body: compact JSON, or empty for requests that take none."""
+    return b"" if body is None else json.dumps(body, separators=(",", ":")).encode()
+
+
+def pull_request(
+    batch: int, expires: float, max_bytes: int = 0, heartbeat: float = 0.0, no_wait: bool = False
+) -> bytes:
+    """The body of a ``CONSUMER.MSG.NEXT`` request (ADR-13), durations in nanoseconds; zero fields are left out."""
+    body: dict[str, Any] = {"batch": batch}
+    if expires > 0:
+        body["expires"] = nanos(expires)
+    if max_bytes > 0:
+        body["max_bytes"] = max_bytes
+    if heartbeat > 0:
+        body["idle_heartbeat"] = nanos(heartbeat)
+    if no_wait:
+        body["no_wait"] = True
+    return api_payload(body)
+
+
+# -- statuses ------------------------------------------------------------------------------------------------
+def status_of(headers: bytes | None) -> tuple[int | None, str]:
+    """The inline status of a message (e.g. 404, 408, 409, 100), or (None, '') for a normal message."""
+    if not headers or headers[8:9] != b" ":
+        return None, ""
+    status, description, _ = parse_header_block(headers)
+    return status, description
+
+
+def is_no_responders(headers: bytes | None) -> bool:
+    """The server's "no responders" status: nobody subscribes to the subject a request went to."""
+    return headers is not None and headers.startswith(_NO_RESPONDERS)
+
+
+def pending_counts(headers: bytes | None) -> tuple[int, int]:
+    """The Nats-Pending-Messages / Nats-Pending-Bytes of a status that ends a pull (0 when absent)."""
+    if not headers or b"Nats-Pending" not in headers:
+        return 0, 0
+    _, _, parsed = parse_header_block(headers)
+    try:
+        return int(parsed.get("Nats-Pending-Messages", 0)), int(parsed.get("Nats-Pending-Bytes", 0))
+    except ValueError:
+        return 0, 0

@@ -1,0 +1,32 @@
+"""The thread boundary: the only code that owns the IO loop, crosses into it, or touches nats-py.
+
+The client facade and the JetStream layer use :class:`Runtime` and the few value types below; the modules
+behind them (the IO loop bridge, the watchdog, the nats-py adapter, the outbound queue, the request mux, the
+hand-off buffer, the light future) are private to this package. See docs/ARCHITECTURE.md, "The runtime port".
+"""
+
+from __future__ import annotations
+
+from ._buffer import BufferFinished, MessageBuffer
+from ._future import LightFuture
+from ._mux import RawReply, ReplyHandler
+from ._nats import Handler, NatsSubscription, redact_url
+from ._port import Closeable, ConnectionListener, Runtime
+from ._wait import wait_while
+from ._watchdog import Timer
+
+__all__ = [
+    "BufferFinished",
+    "Closeable",
+    "ConnectionListener",
+    "Handler",
+    "LightFuture",
+    "MessageBuffer",
+    "NatsSubscription",
+    "RawReply",
+    "ReplyHandler",
+    "Runtime",
+    "Timer",
+    "redact_url",
+    "wait_while",
+]

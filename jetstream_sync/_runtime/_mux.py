@@ -1,0 +1,137 @@
+"""Requests and their replies: one wildcard inbox subscription answers every request by token.
+
+A synchronous request blocks on a :class:`ReplyWaiter`; publish_async registers its own receiver with a
+deadline that the IO thread expires. See docs/ARCHITECTURE.md, "The life of a publish".
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import NamedTuple, Protocol
+
+from .. import errors
+from .._protocol import is_no_responders
+
+__all__ = ["RawReply", "ReplyHandler", "ReplyWaiter", "RequestMux"]
+
+
+class RawReply(NamedTuple):
+    """A reply as it arrived: the subject it was sent to, its payload and its header block (None without)."""
+
+    subject: bytes
+    data: bytes
+    headers: bytes | None
+
+
+class ReplyHandler(Protocol):
+    """A pending request's receiver: ``resolve`` with the reply or ``fail`` with an error. IO thread."""
+
+    def resolve(self, subject: bytes, data: bytes, headers: bytes | None) -> None: ...
+
+    def fail(self, exc: BaseException) -> None: ...
+
+
+class RequestMux:
+    """One wildcard inbox subscription answers every request, publish ack and double ack by token."""
+
+    def __init__(self, inbox_prefix: str, token: str) -> None:
+        self.prefix = f"{inbox_prefix}.{token}."
+        self._prefix_b = self.prefix.encode()
+        self._plen = len(self._prefix_b)
+        self._pending: dict[bytes, ReplyHandler] = {}
+        self._counter = itertools.count(1)
+        # timeout -> (deadline, token) in submission order: one FIFO per distinct timeout keeps it O(1)
+        self._deadlines: dict[float, deque[tuple[float, bytes]]] = {}
+        self._deadlines_lock = threading.Lock()
+
+    @property
+    def subject(self) -> str:
+        return self.prefix + "*"
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def register(self, reply: ReplyHandler, timeout: float | None = None) -> bytes:
+        """Any thread: a fresh reply subject for ``reply``; with ``timeout`` the IO thread expires it."""
+        token = b"%x" % next(self._counter)
+        self._pending[token] = reply
+        if timeout is not None:
+            queue = self._deadlines.get(timeout)
+            if queue is None:
+                with self._deadlines_lock:
+                    queue = self._deadlines.setdefault(timeout, deque())
+            queue.append((time.monotonic() + timeout, token))  # deque.append is atomic; only the IO thread pops
+        return self._prefix_b + token
+
+    def forget(self, reply_subject: bytes) -> None:
+        self._pending.pop(reply_subject[self._plen :], None)
+
+    def handle(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
+        """IO thread: the fast handler of the inbox subscription."""
+        entry = self._pending.pop(subject[self._plen :], None)
+        if entry is None:
+            return
+        if is_no_responders(headers):
+            entry.fail(errors.NoRespondersError(f"no responders on the subject of request {subject.decode()!r}"))
+            return
+        entry.resolve(subject, data, headers)
+
+    def expire(self, now: float) -> None:
+        """IO thread: fail entries whose deadline passed."""
+        expired: list[bytes] = []
+        with self._deadlines_lock:
+            queues = list(self._deadlines.values())
+        for queue in queues:
+            while queue and queue[0][0] <= now:
+                expired.append(queue.popleft()[1])
+        for token in expired:
+            entry = self._pending.pop(token, None)
+            if entry is not None:
+                entry.fail(errors.TimeoutError("no reply within the timeout"))
+
+    def fail_all(self, exc_factory: Callable[[], BaseException]) -> None:
+        """IO thread: fail every pending entry (disconnect, close)."""
+        pending, self._pending = self._pending, {}
+        with self._deadlines_lock:
+            for queue in self._deadlines.values():
+                queue.clear()
+        for entry in pending.values():
+            entry.fail(exc_factory())
+
+
+class ReplyWaiter:
+    """One synchronous request's reply: a pre-acquired lock is the cheapest one-shot wake-up between threads
+    (a concurrent.futures.Future costs a Condition per call, and js.publish pays it on every message)."""
+
+    __slots__ = ("_lock", "done", "error", "reply")
+
+    def __init__(self) -> None:
+        self.reply: RawReply | None = None
+        self.error: BaseException | None = None
+        self.done = False
+        self._lock = threading.Lock()
+        self._lock.acquire()
+
+    def resolve(self, subject: bytes, data: bytes, headers: bytes | None) -> None:
+        if not self.done:
+            self.reply = RawReply(subject, data, headers)
+            self.done = True
+            self._lock.release()
+
+    def fail(self, exc: BaseException) -> None:
+        if not self.done:
+            self.error = exc
+            self.done = True
+            self._lock.release()
+
+    def wait(self, timeout: float, what: str) -> RawReply:
+        if not self._lock.acquire(timeout=timeout):
+            raise errors.TimeoutError(f"{what} did not complete within {timeout:g}s")
+        if self.error is not None:
+            raise self.error
+        assert self.reply is not None
+        return self.reply

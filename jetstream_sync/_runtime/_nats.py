@@ -1,0 +1,393 @@
+"""The nats-py adapter: the one module that imports nats-py, and the contract it relies on.
+
+nats-py owns the socket, protocol parsing, reconnects and auth. We hook it at a few points, all stable in the
+2.x line (pinned in pyproject.toml) and listed in :data:`NATS_PY_CONTRACT`, which a test checks so that a
+nats-py release that breaks one fails loudly in CI rather than deep in the IO thread:
+
+* ``_process_msg``: messages for our subscriptions go straight to a synchronous handler on the IO thread,
+  skipping nats-py's per-subscription asyncio queue and task (most of its per-message cost).
+* ``_pending`` / ``_flush_queue`` / the transport's writer: the outbound queue appends a whole burst of encoded
+  commands at once, or writes it straight to the socket, instead of one coroutine call per publish.
+* ``_connect_command`` / ``_server_info``: refuse to send credentials in clear when TLS was asked for.
+
+Everything else in the runtime talks to nats-py through :class:`NatsConnection`'s own methods. See
+docs/ARCHITECTURE.md, "The runtime port".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import ssl
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+import attrs
+import nats.aio.client
+import nats.aio.subscription
+import nats.aio.transport
+import nats.errors
+import nats.nuid
+
+from .. import errors
+
+__all__ = [
+    "NATS_PY_CONTRACT",
+    "ContractMember",
+    "Handler",
+    "NatsConnection",
+    "NatsSubscription",
+    "Nuid",
+    "connect_failure",
+    "contract_problems",
+    "redact_url",
+    "translate_error",
+]
+
+log = logging.getLogger("jetstream_sync")
+
+# (subject, reply, payload, raw header block or None), all as received.
+Handler = Callable[[bytes, bytes, bytes, "bytes | None"], None]
+
+#: nats-py's subscription object, opaque outside this module.
+NatsSubscription = nats.aio.subscription.Subscription
+
+#: Unique tokens for inboxes and generated names (nats-py's NUID; not thread-safe, callers lock).
+Nuid = nats.nuid.NUID
+
+
+@attrs.frozen
+class ContractMember:
+    """One nats-py member we rely on: where it lives, what kind it is, and the parameters we pass to it."""
+
+    owner: Literal["Client", "Subscription", "TcpTransport"]
+    name: str
+    kind: Literal["method", "property", "instance"]  # instance: an attribute set by __init__
+    params: tuple[str, ...] = ()
+
+
+_CONNECT_KEYWORDS = (
+    "servers",
+    "name",
+    "connect_timeout",
+    "allow_reconnect",
+    "max_reconnect_attempts",
+    "reconnect_time_wait",
+    "ping_interval",
+    "max_outstanding_pings",
+    "pending_size",
+    "inbox_prefix",
+    "no_echo",
+    "error_cb",
+    "disconnected_cb",
+    "reconnected_cb",
+    "closed_cb",
+    "user",
+    "password",
+    "token",
+    "user_credentials",
+    "nkeys_seed",
+    "nkeys_seed_str",
+    "tls",
+    "tls_hostname",
+)
+
+#: Every nats-py member the adapter uses beyond its documented public API, and the public ones whose
+#: signature it depends on. Checked by :func:`contract_problems` (tests/unit/runtime/test_nats_contract.py).
+NATS_PY_CONTRACT: tuple[ContractMember, ...] = (
+    ContractMember("Client", "connect", "method", _CONNECT_KEYWORDS),
+    ContractMember("Client", "subscribe", "method", ("subject", "queue")),
+    ContractMember("Client", "flush", "method", ("timeout",)),
+    ContractMember("Client", "close", "method"),
+    ContractMember("Client", "is_connected", "property"),
+    ContractMember("Client", "is_closed", "property"),
+    ContractMember("Client", "connected_url", "property"),
+    ContractMember("Client", "_process_msg", "method", ("sid", "subject", "reply", "data", "headers")),
+    ContractMember("Client", "_connect_command", "method"),
+    ContractMember("Client", "stats", "instance"),
+    ContractMember("Client", "options", "instance"),
+    ContractMember("Client", "_server_info", "instance"),
+    ContractMember("Client", "_current_server", "instance"),
+    ContractMember("Client", "_max_payload", "instance"),
+    ContractMember("Client", "_transport", "instance"),
+    ContractMember("Client", "_pending", "instance"),
+    ContractMember("Client", "_pending_data_size", "instance"),
+    ContractMember("Client", "_flush_queue", "instance"),
+    ContractMember("Subscription", "unsubscribe", "method"),
+    ContractMember("Subscription", "_id", "instance"),
+    ContractMember("TcpTransport", "_io_writer", "instance"),
+)
+
+
+def _owners() -> dict[str, tuple[type, Callable[[], object]]]:
+    """The nats-py classes, looked up now (so a monkeypatched module is seen), with a way to make an instance."""
+    client_cls = nats.aio.client.Client
+    sub_cls = nats.aio.subscription.Subscription
+    transport_cls = nats.aio.transport.TcpTransport
+    return {
+        "Client": (client_cls, client_cls),
+        "Subscription": (sub_cls, lambda: sub_cls(client_cls(), 1, "contract.check")),
+        "TcpTransport": (transport_cls, transport_cls),
+    }
+
+
+def contract_problems() -> list[str]:
+    """What the installed nats-py lacks of :data:`NATS_PY_CONTRACT`; empty when everything is there."""
+    problems: list[str] = []
+    instances: dict[str, object] = {}
+    for owner_name, (_cls, make) in _owners().items():
+        try:
+            instances[owner_name] = make()
+        except Exception as exc:  # a changed constructor is itself a broken contract
+            problems.append(f"nats-py {owner_name}() cannot be constructed as before: {exc!r}")
+    for member in NATS_PY_CONTRACT:
+        cls = _owners()[member.owner][0]
+        where = f"nats-py {member.owner}.{member.name}"
+        if member.kind == "instance":
+            instance = instances.get(member.owner)
+            if instance is not None and not hasattr(instance, member.name):
+                problems.append(f"{where}: no longer set by __init__")
+            continue
+        value = inspect.getattr_static(cls, member.name, None)
+        if value is None:
+            problems.append(f"{where}: missing")
+        elif member.kind == "property" and not isinstance(value, property):
+            problems.append(f"{where}: no longer a property")
+        elif member.kind == "method":
+            if not callable(value):
+                problems.append(f"{where}: no longer a method")
+                continue
+            accepted = inspect.signature(value).parameters
+            missing = [name for name in member.params if name not in accepted]
+            if missing:
+                problems.append(f"{where}: no longer takes {', '.join(missing)}")
+    return problems
+
+
+# -- the connection ---------------------------------------------------------------------------------------
+class NatsConnection(nats.aio.client.Client):
+    """nats-py's client with a synchronous dispatch path for our subscriptions, and the few facts the runtime
+    reads from it, so that no other module reaches into nats-py."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fast_handlers: dict[int, Handler] = {}
+
+    async def _process_msg(self, sid: int, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
+        handler = self.fast_handlers.get(sid)
+        if handler is None:
+            await super()._process_msg(sid, subject, reply, data, headers)  # type: ignore[arg-type]
+            return
+        stats = self.stats
+        stats["in_msgs"] += 1
+        stats["in_bytes"] += len(data)
+        try:
+            handler(subject, reply, data, headers)
+        except Exception:
+            log.exception("a message handler raised on the IO thread; the message was dropped")
+
+    def _connect_command(self) -> bytes:
+        """nats-py upgrades to TLS only when the server requires it. When the user asked for TLS (``tls=`` or a
+        tls:// URL) and the server offers none, refuse here, before CONNECT carries any credentials in clear."""
+        server = self._current_server
+        wants_tls = self.options.get("tls") is not None or (server is not None and server.uri.scheme == "tls")
+        if wants_tls and not self._server_info.get("tls_required"):
+            raise ssl.SSLError(
+                "TLS was asked for (tls= or a tls:// URL) but the server does not offer TLS; "
+                "refusing to connect in plain text"
+            )
+        return bytes(super()._connect_command())
+
+    def drop_failed_tls_transport(self) -> None:
+        """Work around nats-py issue 718: after a failed TLS upgrade, connect() hangs instead of failing.
+
+        The plain stream's socket was handed to the TLS layer, so closing nats-py's transport waits for a close
+        event that never comes. Close the socket and drop the transport; nats-py makes a new one for its next try.
+        """
+        writer = self._tcp_writer()
+        if writer is None or isinstance(writer.transport.get_protocol(), asyncio.StreamReaderProtocol):
+            return  # no transport, or a plain or upgraded stream: closing it works
+        writer.transport.close()
+        self._transport = None
+
+    async def fast_subscribe(self, subject: str, queue: str, handler: Handler) -> NatsSubscription:
+        """Subscribe with ``handler`` called for each message; returns nats-py's Subscription."""
+        sub = await self.subscribe(subject, queue=queue)
+        self.fast_handlers[sub._id] = handler
+        return sub
+
+    def drop_handler(self, sub: NatsSubscription) -> None:
+        """IO thread: stop dispatching to ``sub``'s handler at once (the UNSUB may follow later)."""
+        self.fast_handlers.pop(sub._id, None)
+
+    async def fast_unsubscribe(self, sub: NatsSubscription) -> None:
+        self.fast_handlers.pop(sub._id, None)
+        if not self.is_closed:
+            await sub.unsubscribe()
+
+    def unwritten_bytes(self) -> int:
+        """Bytes not yet handed to the socket: nats-py's pending list plus the transport's buffer."""
+        writer = self._tcp_writer()
+        buffered = writer.transport.get_write_buffer_size() if writer is not None else 0
+        return int(self._pending_data_size) + int(buffered)
+
+    def _tcp_writer(self) -> asyncio.StreamWriter | None:
+        transport = self._transport
+        if not isinstance(transport, nats.aio.transport.TcpTransport):
+            return None
+        writer = transport._io_writer
+        return writer if isinstance(writer, asyncio.StreamWriter) else None
+
+    def write_now(self, commands: list[bytes], size: int, count: int = 0) -> bool:
+        """IO thread: write straight to the socket when nothing of nats-py's is waiting to go first.
+
+        Saves the flusher task's extra loop iteration per burst; False when nats-py must queue it instead
+        (not connected, or its own pending data has to keep its place in line).
+        """
+        if not self.is_connected or self._pending_data_size:
+            return False
+        writer = self._tcp_writer()
+        if writer is None or writer.transport.is_closing():
+            return False
+        if len(commands) == 1:
+            writer.write(commands[0])
+        else:
+            writer.writelines(commands)
+        self._count_out(commands, size, count)
+        return True
+
+    def _count_out(self, commands: list[bytes], size: int, count: int) -> None:
+        """nats-py's own publish path counts these; ours bypasses it, so it counts here (count: messages)."""
+        stats = self.stats
+        stats["out_msgs"] += count or len(commands)
+        stats["out_bytes"] += size
+
+    async def wait_writable(self) -> None:
+        """Until the socket's buffer drained below its low-water mark (or the connection is gone)."""
+        writer = self._tcp_writer()
+        if writer is None or not self.is_connected:
+            return
+        try:
+            await writer.drain()
+        except (ConnectionError, RuntimeError, AssertionError):
+            return
+
+    def append_pending(self, commands: list[bytes], size: int, count: int = 0) -> None:
+        """IO thread: queue encoded commands in nats-py's write buffer and wake its flusher once."""
+        self._pending.extend(commands)
+        self._pending_data_size += size
+        self._count_out(commands, size, count)
+        if self.is_connected:
+            queue = self._flush_queue
+            if queue is not None and queue.empty():
+                queue.put_nowait(asyncio.get_running_loop().create_future())
+
+
+    # -- what the runtime reads of the connection ---------------------------------------------------------
+    def server_info(self) -> dict[str, Any]:
+        """A copy of the INFO the server sent (version, max_payload, jetstream, ...)."""
+        return dict(self._server_info)
+
+    @property
+    def tls_required(self) -> bool:
+        return bool(self._server_info.get("tls_required"))
+
+    @property
+    def payload_limit(self) -> int:
+        """The server's max_payload (nats-py's default until the first INFO arrives)."""
+        return int(self._max_payload)
+
+    def connected_url_text(self) -> str | None:
+        """scheme://host:port of the server we are connected to, without credentials."""
+        url = self.connected_url
+        return None if url is None else f"{url.scheme}://{url.hostname}:{url.port}"
+
+    def set_reconnect_policy(self, max_attempts: int, wait: float) -> None:
+        """The reconnect policy once connected (the first connect runs with a fail-fast one)."""
+        self.options["max_reconnect_attempts"] = max_attempts
+        self.options["reconnect_time_wait"] = wait
+
+    async def flush_or_raise(self, timeout: float) -> None:
+        """PING/PONG round trip; our TimeoutError or ConnectionClosedError instead of nats-py's."""
+        try:
+            await self.flush(timeout)  # type: ignore[arg-type]  # nats-py annotates int, takes float
+        except nats.errors.FlushTimeoutError:
+            raise errors.TimeoutError(f"flush: no PONG from the server within {timeout:g}s") from None
+        except nats.errors.ConnectionClosedError:
+            raise errors.ConnectionClosedError() from None
+
+
+# -- nats-py's errors as ours ---------------------------------------------------------------------------------
+# -ERR texts after which the same credentials will not work: retrying cannot help.
+_AUTH_FAILURES = ("authorization violation", "authentication expired", "authentication revoked")
+
+_TLS_HINT = (
+    "check the tls= SSLContext: the CA it trusts (load_verify_locations), its client certificate if the server "
+    "verifies clients (load_cert_chain), and tls_hostname against the server's certificate"
+)
+
+
+def _server_text(exc: BaseException) -> str:
+    """The server's words from a nats-py error: ``nats: 'Authorization Violation'`` -> ``Authorization Violation``."""
+    text = str(exc).strip()
+    text = text.removeprefix("nats: ").strip()
+    return text.strip("'").strip() or type(exc).__name__
+
+
+def translate_error(exc: BaseException) -> BaseException:
+    """nats-py's errors as ours, so users catch one hierarchy."""
+    text = str(exc)
+    lowered = text.lower()
+    if isinstance(exc, nats.errors.AuthorizationError) or any(failure in lowered for failure in _AUTH_FAILURES):
+        return errors.AuthorizationError(
+            f"the server rejected the credentials ({_server_text(exc)}); "
+            "fix user/password, token, nkey or credentials: retrying will not help"
+        )
+    if "permissions violation" in lowered:
+        return errors.PermissionViolationError(f"the server refused: {_server_text(exc)}")
+    if isinstance(exc, nats.errors.SlowConsumerError):
+        return errors.SlowConsumerError(text)
+    return exc
+
+
+def _is_tls_failure(exc: BaseException) -> bool:
+    """A TLS handshake or certificate failure (ssl.SSLCertVerificationError is also an OSError)."""
+    return isinstance(exc, ssl.SSLError) or "ssl" in type(exc).__name__.lower()
+
+
+def redact_url(url: str) -> str:
+    """A server URL without the user:password@ or token@ part, for messages and logs."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    userinfo, at, hostport = rest.rpartition("@")
+    if not at:
+        return url
+    return f"{scheme}{sep}***@{hostport}" if userinfo else url
+
+
+def connect_failure(
+    seen: Sequence[BaseException], raised: BaseException, servers: Sequence[str], tls: bool
+) -> tuple[errors.JetStreamError, BaseException]:
+    """What connect() raises, and its cause, from every error nats-py reported while it tried the servers.
+
+    nats-py ends a failed first connect with a bare NoServersError; the reason is in what it reported before.
+    Rejected credentials win (retrying cannot help), then a TLS failure, then the last error seen. ``tls``:
+    the server asked for TLS, so a connection it dropped was most likely refused in the handshake (with TLS 1.3
+    a server that wants a client certificate may close the connection before the client sees its alert).
+    """
+    where = [redact_url(url) for url in servers]
+    for exc in seen:
+        translated = translate_error(exc)
+        if isinstance(translated, errors.AuthorizationError):
+            return translated, exc
+    for exc in seen:
+        if _is_tls_failure(exc):
+            return errors.NoServersError(f"TLS handshake with {where} failed: {exc}; {_TLS_HINT}"), exc
+    cause = seen[-1] if seen else raised
+    if tls and isinstance(cause, ConnectionError) and not isinstance(cause, ConnectionRefusedError):
+        message = f"TLS handshake with {where} failed: the server closed the connection ({cause}); {_TLS_HINT}"
+        return errors.NoServersError(message), cause
+    message = f"could not connect to {where}: {cause or type(cause).__name__}; check the URL and that nats-server runs"
+    return errors.NoServersError(message), cause

@@ -1,0 +1,458 @@
+"""Runtime: the one object through which the client and the JetStream layer reach the IO loop and nats-py.
+
+It owns the IO thread (a private asyncio loop running the nats-py connection), the watchdog thread, the
+outbound queue and the request mux, and offers a narrow, typed set of operations: send a command, make a
+request, subscribe with a fast handler, post or call onto the loop, notify a reader, run on the watchdog,
+listen to connection events. Nothing outside this package touches the loop or nats-py. See
+docs/ARCHITECTURE.md, "The runtime port".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import logging
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from .. import errors
+from .._protocol import Command, encode_pub
+from ._buffer import MessageBuffer
+from ._io import IOLoop
+from ._mux import RawReply, ReplyHandler, ReplyWaiter, RequestMux
+from ._nats import Handler, NatsConnection, NatsSubscription, Nuid, connect_failure, translate_error
+from ._outbound import Outbound
+from ._watchdog import Timer, Watchdog
+
+if TYPE_CHECKING:
+    from ..options import ConnectOptions
+
+__all__ = ["Closeable", "ConnectionListener", "Runtime"]
+
+log = logging.getLogger("jetstream_sync")
+
+T = TypeVar("T")
+Item = TypeVar("Item")
+
+_OUTBOUND_HIGH_WATER = 1024 * 1024
+_SWEEP_INTERVAL = 0.05  # how often publish_async deadlines are checked
+
+
+class Closeable(Protocol):
+    """Something that must end when the client closes (subscriptions, pulls, publishers). Any thread."""
+
+    def on_client_closed(self, exc: BaseException) -> None: ...
+
+
+class ConnectionListener(Protocol):
+    """Connection events, delivered on the IO thread (pull consumers re-pull on reconnect)."""
+
+    def on_disconnected(self) -> None: ...
+
+    def on_reconnected(self) -> None: ...
+
+
+_live: weakref.WeakSet[Runtime] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for runtime in list(_live):
+        runtime.forked = True
+
+
+def _close_all_at_exit() -> None:
+    for runtime in list(_live):
+        try:
+            runtime.close(timeout=2.0)
+        except Exception:
+            log.debug("closing a client at exit failed", exc_info=True)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+atexit.register(_close_all_at_exit)
+
+
+class Runtime:
+    """The thread boundary of one client. Thread-safe unless a method says "IO thread"."""
+
+    def __init__(self, options: ConnectOptions) -> None:
+        self.options = options
+        self.default_timeout: float = options.timeout
+        #: set in a forked child: the parent's threads do not exist here, so every call fails fast
+        self.forked = False
+        self.reconnects = 0
+        self._closed = False
+        self._closing = False
+        self._close_lock = threading.Lock()
+        self._closeables: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._listeners: list[ConnectionListener] = []
+        self._threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+        self._nuid = Nuid()
+        self._nuid_lock = threading.Lock()
+        self._io = IOLoop()
+        self._watchdog = Watchdog()
+        self._nc = NatsConnection()
+        self._mux = RequestMux(options.inbox_prefix, self.new_token())
+        self._outbound = Outbound(
+            self._io, self._nc, high_water=_OUTBOUND_HIGH_WATER, reconnect_buffer=options.pending_size
+        )
+        self._sweeper: asyncio.Task[None] | None = None
+        self._connect_errors: list[BaseException] = []
+
+    # -- connecting -------------------------------------------------------------------------------------
+    def connect(self) -> None:
+        """Connect, or raise (and release every thread) when no server can be reached."""
+        opts = self.options
+        budget = opts.connect_timeout * max(1, len(opts.servers)) * 2 + 5.0
+        try:
+            self._io.call(self._connect_async(), budget, "connect")
+        except BaseException:
+            self._closed = True
+            self._shutdown_threads(timeout=2.0)
+            self._watchdog.stop(timeout=2.0)
+            raise
+        _live.add(self)
+
+    async def _connect_async(self) -> None:
+        opts = self.options
+        kwargs: dict[str, Any] = {
+            "servers": list(opts.servers),
+            "name": opts.name,
+            "connect_timeout": opts.connect_timeout,
+            "allow_reconnect": opts.allow_reconnect,
+            # The first connect fails fast, as nats.go's does: each server is tried at most twice, without a
+            # wait in between; the reconnect policy the user asked for applies once connected (set below).
+            "max_reconnect_attempts": 1,
+            "reconnect_time_wait": 0,
+            "ping_interval": opts.ping_interval,
+            "max_outstanding_pings": opts.max_outstanding_pings,
+            "pending_size": opts.pending_size,
+            "inbox_prefix": opts.inbox_prefix,
+            "no_echo": opts.no_echo,
+            "error_cb": self._on_error,
+            "disconnected_cb": self._on_disconnected,
+            "reconnected_cb": self._on_reconnected,
+            "closed_cb": self._on_closed,
+        }
+        optional = {
+            "user": opts.user,
+            "password": opts.password,
+            "token": opts.token,
+            "user_credentials": opts.credentials,
+            "nkeys_seed": opts.nkey_seed_file,
+            "nkeys_seed_str": opts.nkey_seed,
+            "tls": opts.tls,
+            "tls_hostname": opts.tls_hostname,
+        }
+        kwargs.update({k: v for k, v in optional.items() if v is not None})
+        self._connect_errors = []  # what nats-py reported while trying; see _on_error
+        try:
+            await self._nc.connect(**kwargs)
+        except ImportError as exc:  # nats-py imports nkeys only when nkey or credentials auth is asked for
+            field = opts.nkey_field()
+            raise errors.InvalidArgumentError(field, f"needs the nkeys package: pip install nkeys ({exc})") from exc
+        except Exception as exc:
+            if type(exc).__module__.partition(".")[0] == "nkeys":  # a malformed seed; the text never holds it
+                raise errors.InvalidArgumentError(opts.nkey_field(), f"is not a usable nkey seed: {exc}") from exc
+            failure, cause = connect_failure(self._connect_errors, exc, opts.servers, self._nc.tls_required)
+            raise failure from cause
+        self._nc.set_reconnect_policy(opts.max_reconnect_attempts, opts.reconnect_wait)
+        await self._nc.fast_subscribe(self._mux.subject, "", self._mux.handle)
+        self._sweeper = asyncio.get_running_loop().create_task(self._sweep_expired())
+
+    async def _sweep_expired(self) -> None:
+        """Expire asynchronous publishes whose ack did not come in time."""
+        while True:
+            await asyncio.sleep(_SWEEP_INTERVAL)
+            self._mux.expire(time.monotonic())
+
+    # -- nats-py callbacks (IO thread) ------------------------------------------------------------------
+    async def _on_error(self, exc: Exception) -> None:
+        self._nc.drop_failed_tls_transport()
+        if self._sweeper is None:
+            log.debug("while connecting: %s", exc)  # the failure is raised from connect()
+            self._connect_errors.append(exc)
+            return
+        self.report_error(translate_error(exc))
+
+    async def _on_disconnected(self) -> None:
+        if self._closing:
+            return
+        log.info("disconnected from NATS; reconnecting")
+        self._mux.fail_all(
+            lambda: errors.NotConnectedError(
+                "the connection was lost before the reply came; a publish may or may not have been stored "
+                "(publish again with the same msg_id to be safe)"
+            )
+        )
+        for listener in list(self._listeners):
+            try:
+                listener.on_disconnected()
+            except Exception:
+                log.exception("disconnect listener failed")
+        if self.options.disconnected_callback is not None:
+            self._watchdog.call_soon(self.options.disconnected_callback)
+
+    async def _on_reconnected(self) -> None:
+        self.reconnects += 1
+        log.info("reconnected to %s", self.connected_url)
+        for listener in list(self._listeners):
+            try:
+                listener.on_reconnected()
+            except Exception:
+                log.exception("reconnect listener failed")
+        if self.options.reconnected_callback is not None:
+            self._watchdog.call_soon(self.options.reconnected_callback)
+
+    async def _on_closed(self) -> None:
+        if self._closing:
+            return
+        log.warning("the NATS connection closed (reconnect attempts exhausted); closing the client")
+        self._watchdog.call_soon(self.close)
+
+    def report_error(self, exc: BaseException) -> None:
+        """Any thread: hand an asynchronous error to the user's error callback on the watchdog thread."""
+        callback = self.options.error_callback
+        if callback is None:
+            log.warning("NATS error: %s", exc)
+            return
+        self._watchdog.call_soon(callback, exc)
+
+    # -- state ------------------------------------------------------------------------------------------
+    def check_usable(self) -> None:
+        """Raise before anything is sent when the client is closed or was inherited through fork()."""
+        if self.forked:
+            raise errors.ForkedClientError()
+        if self._closed:
+            raise errors.ConnectionClosedError()
+
+    @property
+    def is_closed(self) -> bool:
+        return self._closed
+
+    @property
+    def is_connected(self) -> bool:
+        return not self._closed and bool(self._nc.is_connected)
+
+    @property
+    def in_io_thread(self) -> bool:
+        return self._io.in_io_thread
+
+    def server_info(self) -> dict[str, Any]:
+        return self._nc.server_info()
+
+    @property
+    def max_payload(self) -> int:
+        return self._nc.payload_limit
+
+    @property
+    def connected_url(self) -> str | None:
+        return self._nc.connected_url_text()
+
+    def stats(self) -> dict[str, int]:
+        return dict(self._nc.stats)
+
+    def new_token(self) -> str:
+        """A unique token (NUID) for inboxes and generated names."""
+        with self._nuid_lock:
+            return self._nuid.next().decode()
+
+    def new_inbox(self) -> str:
+        """A unique inbox subject under this client's inbox prefix."""
+        return f"{self.options.inbox_prefix}.{self.new_token()}"
+
+    # -- sending ----------------------------------------------------------------------------------------
+    def send(self, command: Command) -> None:
+        """Any thread: queue a command; commands queued together reach the socket in one write."""
+        self._outbound.put(command)
+
+    def send_now(self, command: Command) -> None:
+        """IO thread: put a command straight into nats-py's write buffer (pull requests, resends)."""
+        parts = [command] if isinstance(command, bytes) else list(command)
+        self._nc.append_pending(parts, sum(len(part) for part in parts), 1)
+
+    def send_ack(self, subject: str, payload: bytes) -> None:
+        """An acknowledgement (fire and forget), coalesced with other outbound traffic."""
+        self.check_usable()
+        self._outbound.put(encode_pub(subject.encode(), b"", None, payload))
+
+    def request(self, encode: Callable[[bytes], Command], timeout: float, what: str) -> RawReply:
+        """Send ``encode(reply_subject)`` and wait for the first reply; ``what`` names it in errors."""
+        waiter = ReplyWaiter()
+        reply = self._mux.register(waiter)
+        try:
+            self._outbound.put(encode(reply))
+            return waiter.wait(timeout, what)
+        except errors.TimeoutError:
+            if not self.is_connected and not self._closed:
+                raise errors.TimeoutError(
+                    f"{what} got no reply within {timeout:g}s: the connection is down and reconnecting"
+                ) from None
+            raise
+        finally:
+            self._mux.forget(reply)
+
+    def request_ack(self, subject: str, payload: bytes, timeout: float) -> None:
+        """A double ack: returns once the server confirmed it."""
+        self.check_usable()
+        self.request(lambda reply: encode_pub(subject.encode(), reply, None, payload), timeout, "ack_sync")
+
+    def expect_reply(self, handler: ReplyHandler, timeout: float | None) -> bytes:
+        """A reply subject routed to ``handler`` on the IO thread; failed with TimeoutError after ``timeout``."""
+        return self._mux.register(handler, timeout)
+
+    def forget_reply(self, reply_subject: bytes) -> None:
+        self._mux.forget(reply_subject)
+
+    def flush(self, timeout: float) -> None:
+        """Wait until the server processed everything sent so far (PING/PONG)."""
+        self._io.call(self._flush_async(timeout), timeout + 1.0, "flush")
+
+    async def _flush_async(self, timeout: float) -> None:
+        self._outbound.drain_now()
+        await self._nc.flush_or_raise(timeout)
+
+    # -- subscriptions ----------------------------------------------------------------------------------
+    def subscribe(self, subject: str, queue: str, handler: Handler, timeout: float) -> NatsSubscription:
+        """Blocking: subscribe with ``handler`` called on the IO thread for each message."""
+        return self._io.call(self._nc.fast_subscribe(subject, queue, handler), timeout, "subscribe")
+
+    async def subscribe_async(self, subject: str, handler: Handler) -> NatsSubscription:
+        """IO thread: the same, awaited by code already on the loop."""
+        return await self._nc.fast_subscribe(subject, "", handler)
+
+    def unsubscribe(self, sub: NatsSubscription, timeout: float) -> None:
+        """Blocking: stop the subscription; the server sees the UNSUB before this returns."""
+        self._io.call(self._nc.fast_unsubscribe(sub), timeout, "unsubscribe")
+
+    def unsubscribe_soon(self, sub: NatsSubscription, label: str) -> None:
+        """IO thread: stop dispatching now and send the UNSUB in the background (fire and forget)."""
+        self._nc.drop_handler(sub)
+        if not self._nc.is_closed:
+            asyncio.get_running_loop().create_task(self._quiet_unsubscribe(sub, label))
+
+    async def _quiet_unsubscribe(self, sub: NatsSubscription, label: str) -> None:
+        try:
+            await self._nc.fast_unsubscribe(sub)
+        except Exception:
+            log.debug("unsubscribe of %s failed", label, exc_info=True)
+
+    # -- crossing threads -------------------------------------------------------------------------------
+    def call(self, coro: Coroutine[Any, Any, T], timeout: float, what: str) -> T:
+        """Blocking: run ``coro`` on the IO loop and return its result (cancelled after ``timeout``)."""
+        return self._io.call(coro, timeout, what)
+
+    def post(self, fn: Callable[..., object], *args: Any) -> None:
+        """Run ``fn(*args)`` on the IO thread soon; ConnectionClosedError once the loop is gone."""
+        self._io.post(fn, *args)
+
+    def post_if_open(self, fn: Callable[[], object]) -> None:
+        """The same, doing nothing once the loop is gone (for work that a close makes moot)."""
+        with contextlib.suppress(errors.ConnectionClosedError):
+            self._io.post(fn)
+
+    def spawn(self, coro: Coroutine[Any, Any, object]) -> None:
+        """IO thread: run ``coro`` as a task on the loop."""
+        asyncio.get_running_loop().create_task(coro)
+
+    def call_later(self, delay: float, fn: Callable[[], object]) -> asyncio.TimerHandle:
+        """IO thread: run ``fn`` on the IO thread after ``delay`` seconds."""
+        return asyncio.get_running_loop().call_later(delay, fn)
+
+    def new_buffer(self) -> MessageBuffer[Item]:
+        """A hand-off buffer filled on the IO thread, whose readers wake once per burst of input."""
+        return MessageBuffer(self._io.notify_later)
+
+    def run_on_watchdog(self, fn: Callable[..., object], *args: Any) -> None:
+        """Run ``fn(*args)`` on the watchdog thread (user callbacks, never on the IO thread)."""
+        self._watchdog.call_soon(fn, *args)
+
+    def watchdog_later(self, delay: float, fn: Callable[[], object]) -> Timer:
+        """Run ``fn`` on the watchdog thread after ``delay`` seconds; the Timer cancels it."""
+        return self._watchdog.call_later(delay, fn)
+
+    # -- what the client owns ---------------------------------------------------------------------------
+    def add_listener(self, listener: ConnectionListener) -> None:
+        """IO thread: deliver connection events to ``listener`` until it is removed."""
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: ConnectionListener) -> None:
+        with contextlib.suppress(ValueError):
+            self._listeners.remove(listener)
+
+    def track(self, closeable: Closeable) -> None:
+        """Tell ``closeable`` when the client closes (held weakly)."""
+        self._closeables.add(closeable)
+
+    def untrack(self, closeable: Closeable) -> None:
+        self._closeables.discard(closeable)
+
+    def tracked(self) -> list[Closeable]:
+        return list(self._closeables)
+
+    def track_thread(self, thread: threading.Thread) -> None:
+        """A thread that runs user code for this client (a consume's handler); close() joins it."""
+        self._threads.add(thread)
+
+    # -- closing ----------------------------------------------------------------------------------------
+    def close(self, timeout: float = 5.0) -> None:
+        """Close the connection. Threads blocked in calls raise ConnectionClosedError; our threads are joined."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._closing = True
+        _live.discard(self)
+        if self.forked:
+            return  # the parent's threads do not exist here; the parent still owns the connection
+        closed = errors.ConnectionClosedError()
+        for closeable in list(self._closeables):
+            try:
+                closeable.on_client_closed(closed)
+            except Exception:
+                log.exception("closing %r failed", closeable)
+        if not self._io.closed and not self._io.in_io_thread:
+            try:
+                self._io.call(self._close_async(), timeout, "close")
+            except (errors.JetStreamError, OSError):
+                log.debug("close: the connection did not close cleanly", exc_info=True)
+        self._shutdown_threads(timeout)
+        if not self._io.thread.is_alive():
+            self._mux.fail_all(errors.ConnectionClosedError)  # whatever the IO thread did not get to
+        self._join_threads(time.monotonic() + timeout)
+        if self.options.closed_callback is not None:
+            self._watchdog.call_soon(self.options.closed_callback)
+        self._watchdog.stop(timeout)
+
+    async def _close_async(self) -> None:
+        self._outbound.drain_now()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        try:
+            await self._nc.close()
+        finally:
+            self._mux.fail_all(errors.ConnectionClosedError)
+
+    def _join_threads(self, deadline: float) -> None:
+        """Wait for consume handler threads to finish the message in hand; a handler that never returns is
+        left behind (a daemon thread) with a warning rather than hanging close()."""
+        current = threading.current_thread()
+        for thread in list(self._threads):
+            if thread is current:
+                continue
+            thread.join(max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
+                log.warning("close: the handler on %s is still running; its thread ends when it returns", thread.name)
+
+    def _shutdown_threads(self, timeout: float) -> None:
+        self._io.cancel_calls()
+        self._outbound.wake_all()
+        self._io.stop(timeout)
+        if self._io.thread.is_alive() and not self._io.in_io_thread:
+            log.warning("the IO thread did not stop within %.1fs", timeout)

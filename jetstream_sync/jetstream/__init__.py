@@ -1,0 +1,42 @@
+"""The JetStream layer: the context, streams, publishing, direct get and consumers. It talks to the runtime
+port only (docs/ARCHITECTURE.md, "Layout").
+
+``context.py`` (JetStream), ``api.py`` (JetStreamAPI: every API request), ``streams.py`` (Stream),
+``publish.py`` (PublishOptions, publish_async's machinery), ``direct.py`` (direct get, single and batched),
+``consumers/``. KV and the object store go in ``kv/`` and ``object_store/``, the ADR-15 subscribe API in
+``subscribe.py``.
+"""
+
+from __future__ import annotations
+
+from .api import JetStreamAPI
+from .consumers import (
+    BatchSource,
+    ConsumeContext,
+    ConsumeOptions,
+    Consumer,
+    ConsumeStats,
+    DeliverySource,
+    FetchOptions,
+    MessageBatch,
+    MessagesIterator,
+)
+from .context import JetStream
+from .publish import PublishOptions
+from .streams import Stream
+
+__all__ = [
+    "BatchSource",
+    "ConsumeContext",
+    "ConsumeOptions",
+    "ConsumeStats",
+    "Consumer",
+    "DeliverySource",
+    "FetchOptions",
+    "JetStream",
+    "JetStreamAPI",
+    "MessageBatch",
+    "MessagesIterator",
+    "PublishOptions",
+    "Stream",
+]

@@ -1,0 +1,85 @@
+"""JetStreamAPI: requests to the JetStream API (``$JS.API.>``), with typed errors, shared by the context and handles.
+
+Every management call (streams, consumers, account info, message get/delete) goes through :meth:`request`;
+it is public (``js.api``) so that an application can reach an API this client does not wrap yet, with the same
+error mapping, timeouts and domain handling.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from .. import errors
+from .._protocol import api_payload
+from .._runtime import RawReply, Runtime
+from .._validate import check_timeout
+from ..client import Client
+
+__all__ = ["JetStreamAPI"]
+
+
+class JetStreamAPI:
+    """The JetStream API of one account or domain: ``prefix`` (``$JS.API`` or ``$JS.<domain>.API``) and the
+    default ``timeout`` of its requests."""
+
+    def __init__(self, client: Client, prefix: str, timeout: float) -> None:
+        self.client = client
+        self.runtime: Runtime = client.runtime
+        self.prefix = prefix
+        self.timeout = timeout
+
+    def __repr__(self) -> str:
+        return f"<JetStreamAPI {self.prefix!r}>"
+
+    def subject(self, suffix: str) -> str:
+        """The full API subject of ``suffix`` (e.g. ``STREAM.INFO.orders``)."""
+        return f"{self.prefix}.{suffix}"
+
+    def request(self, suffix: str, body: dict[str, Any] | None = None, timeout: float | None = None) -> dict[str, Any]:
+        """One API request; the decoded JSON response, or the typed APIError the server answered with."""
+        subject = self.subject(suffix)
+        reply = self.request_raw(subject, body, timeout)
+        return self.decode(reply.data, subject)
+
+    def request_raw(self, subject: str, body: dict[str, Any] | None, timeout: float | None = None) -> RawReply:
+        """A request to any JetStream subject, the reply as it came; "no responders" means JetStream is not there."""
+        runtime = self.runtime
+        runtime.check_usable()
+        seconds = check_timeout(timeout, self.timeout)
+        encode = self.client.prepare_publish(subject, api_payload(body), None)
+        try:
+            return runtime.request(encode, seconds, f"JetStream API {subject}")
+        except errors.NoRespondersError:
+            raise errors.JetStreamNotEnabledError(
+                503, 0, f"no responders on {subject}: JetStream is not enabled for this account or server"
+            ) from None
+
+    @staticmethod
+    def decode(data: bytes, subject: str) -> dict[str, Any]:
+        """An API response as a dict; its ``error`` member raised as the matching APIError subclass."""
+        try:
+            response = json.loads(data)
+        except ValueError as exc:
+            raise errors.JetStreamError(f"invalid JSON from {subject}: {data[:200]!r}") from exc
+        if not isinstance(response, dict):
+            raise errors.JetStreamError(f"unexpected reply from {subject}: {data[:200]!r}")
+        error = response.get("error")
+        if error:
+            raise errors.api_error(
+                int(error.get("code", 0)), int(error.get("err_code", 0)), str(error.get("description", ""))
+            )
+        return response
+
+    def paged(self, suffix: str, key: str, body: dict[str, Any]) -> Iterator[Any]:
+        """The items of a paged list API, fetching the next page only when needed."""
+        offset = 0
+        while True:
+            page = self.request(suffix, {**body, "offset": offset})
+            items = page.get(key) or []
+            yield from items
+            offset += len(items)
+            total = int(page.get("total", 0))
+            if not items or offset >= total:
+                return

@@ -1,0 +1,34 @@
+"""Consumers: the handle, its options, the pull engines and what they hand to the user.
+
+Layout: ``consumer.py`` (the handle), ``options.py`` (FetchOptions, ConsumeOptions), ``delivery.py`` (the
+DeliverySource / BatchSource protocols and the user handles over them), ``_pull.py`` (the pull engines),
+``_status.py`` (ADR-37's status table), ``_heartbeat.py`` (one heartbeat monitor for every delivery). Push and
+ordered consumers go here too (docs/ARCHITECTURE.md, "Where the next features go").
+"""
+
+from __future__ import annotations
+
+from .consumer import Consumer
+from .delivery import (
+    BatchSource,
+    ConsumeContext,
+    ConsumeStats,
+    DeliverySource,
+    ErrorHandler,
+    MessageBatch,
+    MessagesIterator,
+)
+from .options import ConsumeOptions, FetchOptions
+
+__all__ = [
+    "BatchSource",
+    "ConsumeContext",
+    "ConsumeOptions",
+    "ConsumeStats",
+    "Consumer",
+    "DeliverySource",
+    "ErrorHandler",
+    "FetchOptions",
+    "MessageBatch",
+    "MessagesIterator",
+]

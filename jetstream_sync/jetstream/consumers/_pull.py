@@ -1,0 +1,507 @@
+"""The ADR-37 pull engines: pull requests, pending counts, status handling and heartbeats.
+
+:class:`FetchPull` is one pull (a :class:`BatchSource`); :class:`ContinuousPull` keeps a bounded buffer filled
+(a :class:`DeliverySource`). Both route messages by their own inbox subscription and build them on the IO
+thread. IO-thread state is written only on the IO thread; the user side writes only its delivery counters
+(which the IO thread applies) and the watchdog only reads (docs/ARCHITECTURE.md, "Rules: one writer per piece
+of state"). A message counts as processed when it is handed to the user, so at most ``max_messages`` (or
+``max_bytes``) unprocessed messages are held per consume.
+
+The server-side consumer a pull engine asks is a :class:`PullTarget`, replaceable on a running engine
+(:meth:`ContinuousPull.retarget`): that is where an ordered consumer plugs in.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import logging
+import threading
+from collections import Counter
+from collections.abc import Callable
+
+import attrs
+
+from ... import errors
+from ..._protocol import ACK_PREFIX, encode_pub, pending_counts, pull_request, status_of
+from ..._runtime import BufferFinished, MessageBuffer, NatsSubscription, Runtime
+from ...message import Msg
+from ._heartbeat import HeartbeatMonitor
+from ._status import StatusKind, classify
+from .delivery import ConsumeStats
+from .options import FetchOptions, PullPlan
+
+__all__ = ["ContinuousPull", "FetchPull", "PullTarget"]
+
+log = logging.getLogger("jetstream_sync")
+
+
+@attrs.frozen
+class PullTarget:
+    """The server-side consumer a pull engine asks: where its pull requests go, and whether it takes acks."""
+
+    stream: str
+    consumer: str
+    next_subject: bytes  # <api prefix>.CONSUMER.MSG.NEXT.<stream>.<consumer>
+    ack_none: bool
+
+    @property
+    def label(self) -> str:
+        return f"{self.stream}/{self.consumer}"
+
+
+# -- the common part ----------------------------------------------------------------------------------------
+class _PullEngine(abc.ABC):
+    """One inbox subscription for one delivery's pulls; builds messages on the IO thread."""
+
+    def __init__(self, runtime: Runtime, target: PullTarget) -> None:
+        self.runtime = runtime
+        self.target = target
+        self.inbox = runtime.new_inbox()
+        self._inbox_b = self.inbox.encode()
+        self.buffer: MessageBuffer[Msg] = runtime.new_buffer()
+        self._nats_sub: NatsSubscription | None = None
+        self.statuses: Counter[int] = Counter()
+
+    @property
+    def label(self) -> str:
+        return self.target.label
+
+    def _make_msg(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> Msg:
+        size = len(subject) + len(reply) + len(data) + (len(headers) if headers else 0)
+        return Msg(
+            subject.decode(), reply.decode(), data, headers, self.runtime, size=size, ack_none=self.target.ack_none
+        )
+
+    def _send_pull(self, body: bytes) -> None:
+        """IO thread: publish a pull request with our inbox as the reply."""
+        self.runtime.send_now(encode_pub(self.target.next_subject, self._inbox_b, None, body))
+
+    async def _subscribe(self) -> None:
+        self._nats_sub = await self.runtime.subscribe_async(self.inbox, self._on_message)
+
+    def _unsubscribe(self) -> None:
+        """IO thread: drop the subscription (fire and forget)."""
+        sub, self._nats_sub = self._nats_sub, None
+        if sub is not None:
+            self.runtime.unsubscribe_soon(sub, self.inbox)
+
+    @abc.abstractmethod
+    def _on_message(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
+        """IO thread: one message, status or heartbeat on the inbox."""
+
+
+# -- fetch and next -----------------------------------------------------------------------------------------
+class FetchPull(_PullEngine):
+    """One pull request: ends when the batch or byte limit is met, a status ends it, or the server goes quiet."""
+
+    def __init__(self, runtime: Runtime, target: PullTarget, options: FetchOptions) -> None:
+        super().__init__(runtime, target)
+        self.options = options
+        self.batch = options.batch
+        self.max_bytes = options.max_bytes or 0
+        self.received = 0
+        self.received_bytes = 0
+        self.done = False
+        self.heartbeat = HeartbeatMonitor(runtime, options.heartbeat, lambda: not self.done, self._on_missed_heartbeat)
+
+    def start(self) -> None:
+        """Fire and forget: the caller does not wait for the IO thread; a failure to start ends the batch.
+
+        A pull needs its own subscription: JetStream delivers with the stored subject in the MSG line, so
+        only the subscription id can route a message to its fetch.
+        """
+        self.runtime.track(self)
+        self.runtime.post(self._begin)
+
+    def _begin(self) -> None:
+        self.runtime.spawn(self._start())
+
+    async def _start(self) -> None:
+        try:
+            await self._subscribe()
+        except Exception as exc:
+            self._finish(errors.ConnectionClosedError() if self.runtime.is_closed else exc)
+            return
+        self.runtime.add_listener(self)
+        opts = self.options
+        self._send_pull(pull_request(self.batch, opts.pull_expires, self.max_bytes, opts.heartbeat, opts.no_wait))
+        self.heartbeat.touch()
+        self.heartbeat.start()
+        log.debug(
+            "fetch %s: pull batch=%d max_bytes=%d expires=%gs", self.label, self.batch, self.max_bytes, opts.expires
+        )
+
+    def _on_message(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
+        if self.done:
+            return
+        self.heartbeat.touch()
+        if reply.startswith(ACK_PREFIX):
+            msg = self._make_msg(subject, reply, data, headers)
+            self.received += 1
+            self.received_bytes += msg.size
+            self.buffer.put(msg)
+            if self.received >= self.batch or (self.max_bytes and self.received_bytes >= self.max_bytes):
+                self._finish(None)
+            return
+        status, description = status_of(headers)
+        if status is None:
+            return
+        self.statuses[status] += 1
+        kind, exc = classify(status, description)
+        log.debug("fetch %s: status %d %s", self.label, status, description)
+        if kind is StatusKind.HEARTBEAT:
+            return
+        if kind is StatusKind.QUIET or kind is StatusKind.RESET:
+            self._finish(None)
+        elif kind is StatusKind.NO_RESPONDERS:
+            self._finish(
+                errors.ConsumerNotFoundError(
+                    503,
+                    10014,
+                    f"no responders for a pull on {self.label}: the consumer does not exist "
+                    "or JetStream is not available",
+                )
+            )
+        else:
+            self._finish(exc)
+
+    def _on_missed_heartbeat(self) -> None:
+        """IO thread, confirmed by the monitor: the server owes messages and sent nothing for 2x the heartbeat."""
+        self._finish(
+            errors.MissedHeartbeatError(
+                f"fetch: nothing from the server for {2 * self.heartbeat.interval:g}s (twice the idle heartbeat)"
+            )
+        )
+
+    def _finish(self, exc: BaseException | None) -> None:
+        """IO thread: readers take what is buffered, then the batch ends (with ``exc`` when given)."""
+        if self.done:
+            return
+        self.done = True
+        self.heartbeat.stop()
+        self.buffer.finish(exc)
+        self.runtime.remove_listener(self)
+        self._unsubscribe()
+        self.runtime.untrack(self)
+
+    # -- connection events (IO thread) ------------------------------------------------------------------
+    def on_disconnected(self) -> None:
+        """The request is most likely gone with the connection: end the batch now, so a fetch loop's next
+        fetch goes out as soon as the connection is back instead of waiting out this one's deadline."""
+        log.debug("fetch %s: disconnected, ending the batch", self.label)
+        self._finish(None)
+
+    def on_reconnected(self) -> None:
+        return
+
+    # -- BatchSource ------------------------------------------------------------------------------------
+    def take(self, timeout: float) -> Msg:
+        return self.buffer.get(timeout)
+
+    def cancel(self) -> None:
+        """Any thread: end the fetch (deadline passed or the caller gave up)."""
+        if not self.done:
+            self.runtime.post_if_open(lambda: self._finish(None))
+
+    def on_client_closed(self, exc: BaseException) -> None:
+        self.done = True
+        self.heartbeat.stop()
+        self.buffer.abort(exc)
+
+
+# -- messages() and consume() -------------------------------------------------------------------------------
+class ContinuousPull(_PullEngine):
+    """The ADR-37 consume algorithm: keep the buffer filled, re-pull at the thresholds, survive reconnects."""
+
+    def __init__(
+        self, runtime: Runtime, target: PullTarget, plan: PullPlan, report: Callable[[BaseException], None]
+    ) -> None:
+        super().__init__(runtime, target)
+        self.options = plan
+        self._report = report
+        # IO thread only
+        self.pending_msgs = 0
+        self.pending_bytes = 0
+        self.received = 0
+        self.applied = 0
+        self.applied_bytes = 0
+        self.connected = True
+        self.pulls_sent = 0
+        self.heartbeats_missed = 0
+        self.reconnect_pulls = 0
+        self.warnings = 0
+        self._retry_handle: asyncio.TimerHandle | None = None
+        self._retry_delay = 0.25
+        # user side only (the thread handing out messages)
+        self.delivered = 0
+        self.delivered_bytes = 0
+        # Two-writer handshake, on purpose: the user side sets it when it posts _apply_delivered, the IO thread
+        # clears it when that runs, so at most one such post is in flight (docs/ARCHITECTURE.md, "Rules").
+        self._apply_posted = False
+        # any thread, only ever set: stopped ends pulling; halted (stop() or client close) also ends delivery
+        self.stopped = False
+        self.halted = False
+        self.draining = False
+        self.heartbeat = HeartbeatMonitor(runtime, plan.idle_heartbeat, self._owes_us, self._on_missed_heartbeat)
+
+    # -- lifecycle --------------------------------------------------------------------------------------
+    def start(self, timeout: float) -> None:
+        """Subscribe and send the first pull; returns once the pull is out (raises if it cannot be)."""
+        runtime = self.runtime
+        runtime.track(self)
+        runtime.call(self._start(), timeout, "consume")
+        self.heartbeat.start()
+
+    async def _start(self) -> None:
+        await self._subscribe()
+        self.runtime.add_listener(self)
+        self.connected = self.runtime.is_connected
+        self.heartbeat.touch()
+        self._pull()
+
+    def retarget(self, target: PullTarget) -> None:
+        """IO thread: ask another server-side consumer from now on, under the same buffer and readers.
+
+        Outstanding pulls to the old consumer are forgotten (their late messages still arrive on the inbox);
+        an ordered consumer calls this after recreating its consumer past the last delivered sequence.
+        """
+        log.debug("consume %s: retargeted to %s", self.label, target.label)
+        self.target = target
+        self._reset_pending()
+        self.heartbeat.touch()
+        self._pull()
+
+    def stop(self) -> None:
+        """Any thread: end delivery at once; buffered messages are dropped (they will be redelivered)."""
+        if self.halted:
+            return
+        self.halted = self.stopped = True
+        self.heartbeat.stop()
+        self.buffer.abort(BufferFinished())
+        self.runtime.post_if_open(self._shutdown)
+
+    def drain(self) -> None:
+        """Any thread: stop pulling; what is buffered is still delivered, then the iteration ends."""
+        if self.stopped or self.draining:
+            return
+        self.draining = True
+        self.runtime.post_if_open(self._drain)
+
+    def _shutdown(self) -> None:
+        """IO thread."""
+        self.heartbeat.stop()
+        if self._retry_handle is not None:
+            self._retry_handle.cancel()
+        self.runtime.remove_listener(self)
+        self._unsubscribe()
+        self.runtime.untrack(self)
+
+    def _drain(self) -> None:
+        self._shutdown()
+        self.buffer.finish()
+
+    def _end(self, exc: BaseException) -> None:
+        """IO thread: a terminal status; readers get the buffered messages, then ``exc``."""
+        log.debug("consume %s: ended by %s", self.label, exc)
+        self.stopped = True
+        self.buffer.finish(exc)
+        self._shutdown()
+
+    def on_client_closed(self, exc: BaseException) -> None:
+        self.halted = self.stopped = True
+        self.heartbeat.stop()
+        self.buffer.abort(exc)
+
+    # -- pulling (IO thread) ----------------------------------------------------------------------------
+    def _sync_delivered(self) -> None:
+        """Apply what the user side has taken since the last time: a handed-out message is processed."""
+        delivered, delivered_bytes = self.delivered, self.delivered_bytes
+        self.pending_msgs = max(0, self.pending_msgs - (delivered - self.applied))
+        if self.options.by_bytes:
+            self.pending_bytes = max(0, self.pending_bytes - (delivered_bytes - self.applied_bytes))
+        self.applied, self.applied_bytes = delivered, delivered_bytes
+
+    def _pull(self) -> None:
+        """Publish a pull when the pending counts reached their threshold, sized to fill the buffer."""
+        if self.stopped or self.draining or not self.connected or self._nats_sub is None:
+            return
+        self._sync_delivered()
+        opts = self.options
+        if opts.by_bytes:
+            if self.pending_bytes > opts.threshold_bytes:
+                return
+            max_bytes = opts.max_bytes - self.pending_bytes
+            batch = opts.max_messages - self.pending_msgs
+            if max_bytes < 1 or batch < 1:
+                return
+        else:
+            if self.pending_msgs > opts.threshold_messages:
+                return
+            batch = opts.max_messages - self.pending_msgs
+            max_bytes = 0
+            if batch < 1:
+                return
+        if self.outstanding() <= 0:
+            # Nothing was outstanding, so the server owed us nothing until now: the heartbeat clock starts here,
+            # not at the last message before the user's own (possibly long) processing time.
+            self.heartbeat.touch()
+        self.pending_msgs += batch
+        self.pending_bytes += max_bytes
+        self.pulls_sent += 1
+        self._send_pull(pull_request(batch, opts.expires, max_bytes, opts.idle_heartbeat))
+        log.debug(
+            "consume %s: pull batch=%d max_bytes=%d (pending %d msgs, %d bytes)",
+            self.label,
+            batch,
+            max_bytes,
+            self.pending_msgs,
+            self.pending_bytes,
+        )
+
+    def _apply_delivered(self) -> None:
+        """IO thread, posted by the user side when a threshold was crossed."""
+        self._apply_posted = False
+        self._pull()
+
+    def _reset_pending(self) -> None:
+        """Forget outstanding requests (they are gone after a reconnect or missed heartbeat); keep the buffer."""
+        self._sync_delivered()
+        buffered = self.received - self.applied
+        self.pending_msgs = buffered
+        if self.options.by_bytes:
+            self.pending_bytes = min(self.pending_bytes, sum(m.size for m in self.buffer.snapshot()))
+
+    def _on_message(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
+        if self.stopped:
+            return
+        self.heartbeat.touch()
+        if reply.startswith(ACK_PREFIX):
+            self.received += 1
+            self.buffer.put(self._make_msg(subject, reply, data, headers))
+            return
+        status, description = status_of(headers)
+        if status is None:
+            return
+        self.statuses[status] += 1
+        if status == 100:
+            return
+        msgs_left, bytes_left = pending_counts(headers)
+        self.pending_msgs = max(0, self.pending_msgs - msgs_left)
+        if self.options.by_bytes:
+            self.pending_bytes = max(0, self.pending_bytes - bytes_left)
+        kind, exc = classify(status, description)
+        log.debug(
+            "consume %s: status %d %s (pending %d msgs)", self.label, status, description, self.pending_msgs
+        )
+        if kind is StatusKind.TERMINAL:
+            assert exc is not None
+            self._report(exc)
+            self._end(exc)
+            return
+        if kind is StatusKind.WARNING:
+            self.warnings += 1
+            assert exc is not None
+            self._report(exc)
+        elif kind is StatusKind.RESET:
+            self._reset_pending()
+        elif kind is StatusKind.NO_RESPONDERS:
+            self._retry_later(exc)
+            return
+        self._pull()
+
+    def _retry_later(self, exc: BaseException | None) -> None:
+        """503 on a pull: the consumer or JetStream is not there (yet, after a restart); try again, backing off."""
+        self.warnings += 1
+        if exc is not None:
+            self._report(exc)
+        self._reset_pending()
+        if self._retry_handle is None or self._retry_handle.cancelled():
+            delay = self._retry_delay
+            self._retry_delay = min(self._retry_delay * 2, 5.0)
+            self._retry_handle = self.runtime.call_later(delay, self._retry_now)
+
+    def _retry_now(self) -> None:
+        self._retry_handle = None
+        self._pull()
+
+    # -- connection events (IO thread) ------------------------------------------------------------------
+    def on_disconnected(self) -> None:
+        self.connected = False
+
+    def on_reconnected(self) -> None:
+        self.connected = True
+        self.heartbeat.touch()
+        self._retry_delay = 0.25
+        self._reset_pending()
+        self.reconnect_pulls += 1
+        log.debug("consume %s: reconnected, pulling again", self.label)
+        self._pull()
+
+    # -- heartbeats ---------------------------------------------------------------------------------------
+    def outstanding(self) -> int:
+        """Messages asked for and not yet arrived: only then must the server send something."""
+        return self.pending_msgs - (self.received - self.applied)
+
+    def _owes_us(self) -> bool:
+        """Read by the heartbeat monitor on the watchdog and the IO thread: the server owes us messages now."""
+        return not (self.stopped or self.draining) and self.connected and self.outstanding() > 0
+
+    def _on_missed_heartbeat(self) -> None:
+        """IO thread, confirmed by the monitor: report, forget the lost pulls and pull again."""
+        self.heartbeats_missed += 1
+        self._report(
+            errors.MissedHeartbeatError(
+                f"consume {self.label}: nothing from the server for {2 * self.options.idle_heartbeat:g}s "
+                "(twice the idle heartbeat); pulling again"
+            )
+        )
+        self._reset_pending()
+        self._pull()
+
+    # -- the user side ----------------------------------------------------------------------------------
+    def handed_out(self, msg: Msg) -> None:
+        """User side: ``msg`` goes to the user now; post to the IO thread when that crosses a threshold."""
+        self.delivered += 1
+        self.delivered_bytes += msg.size
+        if self._apply_posted or self.stopped or self.draining:
+            return
+        opts = self.options
+        if opts.by_bytes:
+            crossed = self.pending_bytes - (self.delivered_bytes - self.applied_bytes) <= opts.threshold_bytes
+        else:
+            crossed = self.pending_msgs - (self.delivered - self.applied) <= opts.threshold_messages
+        if crossed:
+            self._apply_posted = True
+            self.runtime.post_if_open(self._apply_delivered)
+
+    def stats(self) -> ConsumeStats:
+        unapplied = self.delivered - self.applied
+        return ConsumeStats(
+            pulls_sent=self.pulls_sent,
+            messages_delivered=self.delivered,
+            bytes_delivered=self.delivered_bytes,
+            pending_messages=max(0, self.pending_msgs - unapplied),
+            pending_bytes=max(0, self.pending_bytes - (self.delivered_bytes - self.applied_bytes))
+            if self.options.by_bytes
+            else 0,
+            buffered=max(0, self.received - self.delivered),  # received, not yet handed to the user
+            heartbeats_missed=self.heartbeats_missed,
+            reconnect_pulls=self.reconnect_pulls,
+            warnings=self.warnings,
+            statuses=dict(self.statuses),
+        )
+
+    # -- DeliverySource ---------------------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self.stopped or self.draining
+
+    def take_many(self, limit: int, timeout: float | None) -> list[Msg]:
+        return self.buffer.get_many(limit, timeout)
+
+    def report(self, exc: BaseException) -> None:
+        self._report(exc)
+
+    def adopt_thread(self, thread: threading.Thread) -> None:
+        self.runtime.track_thread(thread)

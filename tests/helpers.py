@@ -1,0 +1,88 @@
+"""Helpers shared by the tests: waiting on observable conditions, the client's threads, a raw pull.
+
+Fixtures live in conftest.py; everything a test imports by name lives here.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+import jetstream_sync
+
+
+def wait_until(predicate: Callable[[], object], timeout: float = 5.0, interval: float = 0.01) -> None:
+    """Poll ``predicate`` until it is truthy; fail the test after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        time.sleep(interval)  # the poll interval of this bounded wait on a condition
+
+
+def our_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("jetstream-sync")]
+
+
+def is_parked(thread: threading.Thread) -> bool:
+    """True while ``thread`` is alive and waiting inside a blocking call.
+
+    "Waiting" means its innermost Python frame is a function named ``wait``: threading's ``Condition.wait``
+    (which ``Event.wait`` and the message buffers use) or the library's wait on a lock (a request's reply).
+    Condition.wait is entered with the condition's lock held and registers the waiter before releasing it,
+    so a notify cannot slip in between. A thread that is only about to make its call, or is running, does
+    not count: a test that closes the client once this holds knows the call was woken, not refused at entry.
+    """
+    frame = sys._current_frames().get(thread.ident) if thread.ident is not None else None
+    return thread.is_alive() and frame is not None and frame.f_code.co_name == "wait"
+
+
+def _where(thread: threading.Thread) -> str:
+    frame = sys._current_frames().get(thread.ident) if thread.ident is not None else None
+    stack = []
+    while frame is not None and len(stack) < 4:
+        stack.append(f"{frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_code.co_name}")
+        frame = frame.f_back
+    return f"{thread.name} ({'alive' if thread.is_alive() else 'ended'}) in {' < '.join(stack) or '-'}"
+
+
+def wait_parked(threads: Iterable[threading.Thread], timeout: float = 5.0) -> None:
+    """Wait until every thread is blocked in its call (see ``is_parked``); fail naming those that are not."""
+    threads = list(threads)
+    deadline = time.monotonic() + timeout
+    while not all(is_parked(t) for t in threads):
+        if time.monotonic() > deadline:
+            stuck = [_where(t) for t in threads if not is_parked(t)]
+            raise AssertionError(f"not blocked in a wait within {timeout}s: {stuck}")
+        time.sleep(0.01)  # the poll interval of this bounded wait on a condition
+
+
+def join_all(threads: Iterable[threading.Thread], timeout: float) -> list[threading.Thread]:
+    """Join every thread within one shared ``timeout``; return those still alive."""
+    threads = list(threads)
+    deadline = time.monotonic() + timeout
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    return [t for t in threads if t.is_alive()]
+
+
+def pull(client, stream: str, consumer: str, batch: int, expires: float = 1.0) -> list[jetstream_sync.Msg]:
+    """A raw pull request, independent of the consumer API, for tests of messages and acks."""
+    sub = client.subscribe(client.new_inbox())
+    body = json.dumps({"batch": batch, "expires": int(expires * 1e9)}).encode()
+    client.publish(f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}", body, reply=sub.subject)
+    got: list[jetstream_sync.Msg] = []
+    deadline = time.monotonic() + expires + 2
+    while len(got) < batch and time.monotonic() < deadline:
+        try:
+            msg = sub.next_msg(timeout=max(0.01, deadline - time.monotonic()))
+        except jetstream_sync.errors.TimeoutError:
+            break
+        if not msg.reply.startswith("$JS.ACK."):
+            break  # a status (404, 408, 409) ends the pull
+        got.append(msg)
+    sub.unsubscribe()
+    return got
