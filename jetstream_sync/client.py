@@ -235,6 +235,4 @@ def connect(servers: str | Sequence[str] = DEFAULT_URL, **options: Any) -> Clien
     nkey_seed, tls, timeouts, reconnect policy, callbacks, ...), validated there; an unknown keyword raises
     InvalidArgumentError listing the known ones.
     """
-    if "servers" in options:
-        raise errors.InvalidArgumentError("servers", "is the first argument of connect(); pass it once")
     return Client(options_from(ConnectOptions, None, {"servers": servers, **options}, "connect"))

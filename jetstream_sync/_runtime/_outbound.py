@@ -37,6 +37,8 @@ class Outbound:
         self._queue: list[bytes] = []
         self._queued = 0
         self._count = 0
+        # Two writers on purpose, both under the lock: the first user thread to queue sets it (and posts one
+        # drain), the IO thread clears it when it takes the queue (docs/ARCHITECTURE.md, "Rules").
         self._scheduled = False
         self._waiters = 0
         self._high_water = high_water

@@ -47,6 +47,11 @@ def _non_negative_or_none(_inst: object, attr: attrs.Attribute[Any], value: obje
         check_int(attr.name, value, minimum=0)
 
 
+def _bool(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, bool):
+        raise errors.InvalidTypeError(attr.name, f"must be a bool, got {type(value).__name__}")
+
+
 def _expires(value: float | timedelta) -> float:
     return to_seconds("expires", value)
 
@@ -155,7 +160,7 @@ class FetchOptions:
     max_bytes: int | None = attrs.field(default=None, validator=_positive_or_none)
     expires: float = attrs.field(default=DEFAULT_EXPIRES, converter=_expires)
     idle_heartbeat: float | None = attrs.field(default=None, converter=_heartbeat)
-    no_wait: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
+    no_wait: bool = attrs.field(default=False, validator=_bool)
 
     def __attrs_post_init__(self) -> None:
         if self.max_messages is None and self.max_bytes is None:
