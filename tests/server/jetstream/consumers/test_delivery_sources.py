@@ -1,0 +1,76 @@
+"""The pull engines behind the delivery protocols: options objects, a retargeted source, the heartbeat monitor."""
+
+from __future__ import annotations
+
+import pytest
+
+import jetstream_sync
+from jetstream_sync import ConsumeOptions, ConsumerConfig, FetchOptions, StreamConfig, errors
+from jetstream_sync.jetstream.consumers._pull import PullTarget
+from tests.helpers import wait_until
+
+
+@pytest.fixture
+def cons(stream):
+    return stream.create_consumer(ConsumerConfig(durable_name="c", filter_subject=f"{stream.name}.a"))
+
+
+def publish(js, subject: str, count: int) -> None:
+    for i in range(count):
+        js.publish(subject, b"%d" % i)
+
+
+def test_fetch_and_messages_take_options_objects(js, stream, cons):
+    publish(js, f"{stream.name}.a", 5)
+    assert len(list(cons.fetch(options=FetchOptions(max_messages=3, expires=2)))) == 3
+    with cons.messages(options=ConsumeOptions(max_messages=10, expires=2)) as it:
+        assert [it.next(5).data for _ in range(2)] == [b"3", b"4"]
+
+
+def test_unknown_keywords_name_the_known_ones(cons):
+    with pytest.raises(errors.InvalidArgumentError, match="is not a consume option") as info:
+        cons.messages(max_msgs=10)
+    assert info.value.field == "max_msgs"
+    with pytest.raises(errors.InvalidArgumentError, match="is not a fetch option"):
+        cons.fetch(1, timeout=3)
+    with pytest.raises(errors.InvalidArgumentError) as both:
+        cons.fetch(1, options=FetchOptions(max_messages=2))
+    assert both.value.field == "max_messages"
+
+
+def test_a_running_source_can_be_retargeted_to_another_consumer(js, stream, cons):
+    """The plug point of an ordered consumer: the same iterator, buffer and readers, another server consumer."""
+    other = stream.create_consumer(ConsumerConfig(durable_name="other", filter_subject=f"{stream.name}.b"))
+    publish(js, f"{stream.name}.a", 3)
+    with cons.messages(max_messages=10, expires=2) as it:
+        assert [it.next(5).data for _ in range(3)] == [b"0", b"1", b"2"]
+        source = it._source
+        target = PullTarget(
+            stream=stream.name,
+            consumer=other.name,
+            next_subject=f"$JS.API.CONSUMER.MSG.NEXT.{stream.name}.{other.name}".encode(),
+            ack_none=False,
+        )
+        js.client.runtime.post(source.retarget, target)
+        publish(js, f"{stream.name}.b", 4)
+        got = [it.next(5) for _ in range(4)]
+        assert [m.data for m in got] == [b"0", b"1", b"2", b"3"]
+        assert {m.metadata.consumer for m in got} == {"other"}
+        for m in got:
+            m.ack()
+    wait_until(lambda: other.info().num_ack_pending == 0)
+
+
+def test_fetch_ends_with_missed_heartbeat_when_the_server_goes_quiet(fault_proxy):
+    """The watchdog's heartbeat monitor ends a fetch whose server stopped talking (nothing, not even 408)."""
+    with jetstream_sync.connect(fault_proxy.url, timeout=2) as nc:
+        js = nc.jetstream()
+        js.create_stream(StreamConfig(name="HB", subjects=["hb.>"]))
+        cons = js.create_consumer("HB", ConsumerConfig(durable_name="c"))
+        batch = cons.fetch(1, expires=8, idle_heartbeat=1)
+        wait_until(lambda: cons.info().num_waiting == 1)  # the pull is on the server
+        fault_proxy.stall("downstream")
+        with pytest.raises(errors.MissedHeartbeatError, match="twice the idle heartbeat"):
+            list(batch)
+        assert isinstance(batch.error, errors.MissedHeartbeatError)
+        fault_proxy.resume()
