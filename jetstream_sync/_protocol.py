@@ -11,6 +11,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
+from . import errors
 from .headers import parse_header_block
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "WPI",
     "Command",
     "api_payload",
+    "api_response",
     "datetime_from_nanos",
     "encode_pub",
     "encode_pub_parts",
@@ -132,6 +134,25 @@ def encode_pub_parts(subject: bytes, reply: bytes, headers: bytes | None, payloa
 def api_payload(body: dict[str, Any] | None) -> bytes:
     """A JetStream API request body: compact JSON, or empty for requests that take none."""
     return b"" if body is None else json.dumps(body, separators=(",", ":")).encode()
+
+
+def api_response(data: bytes, what: str) -> dict[str, Any]:
+    """A JetStream API response (or PubAck) as a dict; its ``error`` member raised as the matching APIError.
+
+    ``what`` names the source in the JetStreamError raised for a reply that is not a JSON object.
+    """
+    try:
+        response = json.loads(data)
+    except ValueError as exc:
+        raise errors.JetStreamError(f"invalid JSON from {what}: {data[:200]!r}") from exc
+    if not isinstance(response, dict):
+        raise errors.JetStreamError(f"unexpected reply from {what}: {data[:200]!r}")
+    error = response.get("error")
+    if error:
+        raise errors.api_error(
+            int(error.get("code", 0)), int(error.get("err_code", 0)), str(error.get("description", ""))
+        )
+    return response
 
 
 def pull_request(

@@ -7,12 +7,11 @@ error mapping, timeouts and domain handling.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
 from .. import errors
-from .._protocol import api_payload
+from .._protocol import api_payload, api_response
 from .._runtime import RawReply, Runtime
 from .._validate import check_timeout
 from ..client import Client
@@ -41,7 +40,7 @@ class JetStreamAPI:
         """One API request; the decoded JSON response, or the typed APIError the server answered with."""
         subject = self.subject(suffix)
         reply = self.request_raw(subject, body, timeout)
-        return self.decode(reply.data, subject)
+        return api_response(reply.data, subject)
 
     def request_raw(self, subject: str, body: dict[str, Any] | None, timeout: float | None = None) -> RawReply:
         """A request to any JetStream subject, the reply as it came; "no responders" means JetStream is not there."""
@@ -55,22 +54,6 @@ class JetStreamAPI:
             raise errors.JetStreamNotEnabledError(
                 503, 0, f"no responders on {subject}: JetStream is not enabled for this account or server"
             ) from None
-
-    @staticmethod
-    def decode(data: bytes, subject: str) -> dict[str, Any]:
-        """An API response as a dict; its ``error`` member raised as the matching APIError subclass."""
-        try:
-            response = json.loads(data)
-        except ValueError as exc:
-            raise errors.JetStreamError(f"invalid JSON from {subject}: {data[:200]!r}") from exc
-        if not isinstance(response, dict):
-            raise errors.JetStreamError(f"unexpected reply from {subject}: {data[:200]!r}")
-        error = response.get("error")
-        if error:
-            raise errors.api_error(
-                int(error.get("code", 0)), int(error.get("err_code", 0)), str(error.get("description", ""))
-            )
-        return response
 
     def paged(self, suffix: str, key: str, body: dict[str, Any]) -> Iterator[Any]:
         """The items of a paged list API, fetching the next page only when needed."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import concurrent.futures
-import json
 import re
 import threading
 from collections.abc import Callable
@@ -14,7 +13,7 @@ import attrs
 import tenacity
 
 from .. import errors
-from .._protocol import Command, encode_pub_parts
+from .._protocol import Command, api_response, encode_pub_parts
 from .._runtime import LightFuture, Runtime, wait_while
 from .._validate import check_int, check_str_or_none, check_timeout
 from ..client import PreparedMessage
@@ -95,15 +94,7 @@ def parse_pub_ack(data: bytes) -> PubAck:
     plain = _PLAIN_PUB_ACK.fullmatch(data)
     if plain is not None:
         return PubAck(stream=plain[1].decode(), seq=int(plain[2]), duplicate=plain[3] is not None)
-    try:
-        body = json.loads(data)
-    except ValueError as exc:
-        raise errors.JetStreamError(f"invalid PubAck from the server: {data[:200]!r}") from exc
-    if not isinstance(body, dict):
-        raise errors.JetStreamError(f"invalid PubAck from the server: {data[:200]!r}")
-    error = body.get("error")
-    if error:
-        raise errors.api_error(int(error.get("code", 0)), int(error.get("err_code", 0)), str(error.get("description")))
+    body = api_response(data, "the server's PubAck")
     if "stream" not in body or "seq" not in body:
         raise errors.JetStreamError(f"invalid PubAck from the server: {data[:200]!r}")
     if body.keys() <= _PUB_ACK_KEYS:  # the usual shape: skip the generic mapper, this runs once per publish

@@ -29,6 +29,7 @@ from typing import Any, NamedTuple, TypeVar, cast
 
 import attrs
 
+from .._protocol import nanos, seconds
 from .._validate import check_int, check_name, check_queue, check_str_or_none, check_subject, to_seconds
 from ..errors import InvalidArgumentError, InvalidTypeError, JetStreamError
 from ..headers import encode_headers, parse_header_block
@@ -41,23 +42,8 @@ __all__ = ["from_wire", "nanos", "parse_time", "seconds", "to_wire"]
 # log filters set up for "jetstream_sync" keep catching the decode messages logged here.
 _log = logging.getLogger("jetstream_sync")
 
-_NS_PER_SECOND = 1_000_000_000
-
-
 # --- durations, times, headers -------------------------------------------------------------------------------
-
-
-def nanos(seconds: float) -> int:
-    """Float seconds to integer nanoseconds; the whole seconds are converted exactly, so large values stay exact."""
-    if isinstance(seconds, int):
-        return seconds * _NS_PER_SECOND
-    whole = int(seconds)
-    return whole * _NS_PER_SECOND + round((seconds - whole) * _NS_PER_SECOND)
-
-
-def seconds(ns: int) -> float:
-    """Integer nanoseconds to float seconds (int / int is correctly rounded, unlike ns * 1e-9)."""
-    return ns / _NS_PER_SECOND
+# nanos() and seconds() are the wire's duration conversions, defined once in _protocol and re-exported here.
 
 
 _RFC3339 = re.compile(
