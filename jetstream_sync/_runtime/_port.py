@@ -422,6 +422,8 @@ class Runtime:
                 self._io.call(self._close_async(), timeout, "close")
             except (errors.JetStreamError, OSError):
                 log.debug("close: the connection did not close cleanly", exc_info=True)
+            except Exception:  # a nats-py bug in its own close must not leave our threads running
+                log.warning("close: nats-py failed while closing the connection", exc_info=True)
         self._shutdown_threads(timeout)
         if not self._io.thread.is_alive():
             self._mux.fail_all(errors.ConnectionClosedError)  # whatever the IO thread did not get to
