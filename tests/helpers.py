@@ -10,8 +10,12 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 import jetstream_sync
+
+#: the repository's root (examples/, pyproject.toml), wherever a test file sits below tests/
+REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def wait_until(predicate: Callable[[], object], timeout: float = 5.0, interval: float = 0.01) -> None:

@@ -9,9 +9,8 @@ import time
 import pytest
 
 import jetstream_sync
-from jetstream_sync import ConsumeOptions, ConsumerConfig, StorageType, StreamConfig, errors
-
-from .helpers import wait_parked, wait_until
+from jetstream_sync import ConsumerConfig, StorageType, StreamConfig, errors
+from tests.helpers import wait_parked, wait_until
 
 
 def publish(js, subject: str, n: int, size: int = 8) -> None:
@@ -76,15 +75,6 @@ def test_handler_and_error_handler_must_be_plain_callables(cons):
         cons.consume(coroutine)
     with pytest.raises(TypeError):
         cons.consume(lambda m: None, error_handler="log")
-
-
-def test_defaults_follow_the_spec():
-    opts = ConsumeOptions().plan()
-    assert (opts.max_messages, opts.max_bytes, opts.expires) == (500, 0, 30.0)
-    assert (opts.idle_heartbeat, opts.threshold_messages) == (15.0, 250)
-    assert ConsumeOptions(expires=10).plan().idle_heartbeat == 5.0
-    opts = ConsumeOptions(max_bytes=10_000).plan()
-    assert (opts.max_messages, opts.max_bytes, opts.threshold_bytes) == (1_000_000, 10_000, 5_000)
 
 
 def test_messages_iterator_delivers_everything_and_stops(js, stream, cons, caplog):

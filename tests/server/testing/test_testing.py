@@ -75,7 +75,7 @@ def process_gone(pid: int, timeout: float = 5.0) -> bool:
             os.kill(pid, 0)
         except ProcessLookupError:
             return True
-        time.sleep(0.02)
+        time.sleep(0.02)  # the poll interval of this bounded wait for the process to be reaped
     return False
 
 

@@ -10,9 +10,7 @@ import pytest
 
 from jetstream_sync import AckPolicy, ConsumerConfig, FetchOptions, StreamConfig, errors
 from jetstream_sync.jetstream.consumers._pull import FetchPull
-from jetstream_sync.jetstream.consumers._status import StatusKind, classify
-
-from .helpers import wait_parked, wait_until
+from tests.helpers import wait_parked, wait_until
 
 
 def publish(js, subject: str, n: int, size: int = 8) -> None:
@@ -154,25 +152,6 @@ def test_bad_request_is_terminal(stream, cons):
     pull.start()
     with pytest.raises(errors.BadRequestError):
         pull.buffer.get(5)
-
-
-def test_status_table():
-    assert classify(100, "Idle Heartbeat")[0] is StatusKind.HEARTBEAT
-    assert classify(404, "No Messages")[0] is StatusKind.QUIET
-    assert classify(408, "Request Timeout")[0] is StatusKind.QUIET
-    assert classify(409, "Message Size Exceeds MaxBytes")[0] is StatusKind.QUIET
-    assert classify(409, "Batch Completed")[0] is StatusKind.QUIET
-    for warning in [
-        "Exceeded MaxRequestBatch of 2",
-        "Exceeded MaxRequestExpires of 2s",
-        "Exceeded MaxRequestMaxBytes of 50",
-        "Exceeded MaxWaiting",
-    ]:
-        kind, exc = classify(409, warning)
-        assert kind is StatusKind.WARNING and isinstance(exc, errors.PullWarning)
-    assert isinstance(classify(400, "Bad Request")[1], errors.BadRequestError)
-    assert isinstance(classify(409, "Consumer Deleted")[1], errors.ConsumerDeletedError)
-    assert isinstance(classify(409, "Consumer is push based")[1], errors.PushConsumerError)
 
 
 def test_ack_none_messages_ignore_acks(js, stream):

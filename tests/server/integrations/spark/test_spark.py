@@ -15,7 +15,6 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -39,6 +38,7 @@ from jetstream_sync.spark import (
     parse_read_options,
     parse_write_options,
 )
+from tests.helpers import REPO_ROOT
 
 pytestmark = pytest.mark.spark
 
@@ -715,7 +715,7 @@ def test_credentials_and_tls_reach_the_executors(spark, secured, tmp_path):
 def test_the_pipeline_example_runs_in_one_command():
     import subprocess
 
-    example = Path(__file__).resolve().parent.parent / "examples" / "spark_pipeline.py"
+    example = REPO_ROOT / "examples" / "spark_pipeline.py"
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
     result = subprocess.run(
         [sys.executable, str(example)], capture_output=True, text=True, timeout=280, check=False, env=env
@@ -748,7 +748,7 @@ spark.stop()
 """
     # A regular install puts pyspark_jetstream on a path entry, where PySpark's pkgutil scan finds it; an
     # editable install hides it behind an import hook, so the project root stands in for site-packages here.
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(REPO_ROOT)
     env = {
         **os.environ,
         "PYSPARK_PYTHON": sys.executable,

@@ -14,8 +14,7 @@ import pytest
 import jetstream_sync
 from jetstream_sync import ConsumerConfig, StorageType, StreamConfig, errors
 from jetstream_sync.testing import EmbeddedServer
-
-from .helpers import join_all, our_threads, wait_until
+from tests.helpers import join_all, our_threads, wait_until
 
 
 def publish_until_acked(js, subject: str, data: bytes, msg_id: str) -> jetstream_sync.PubAck:

@@ -13,8 +13,7 @@ import pytest
 
 from jetstream_sync.errors import InvalidArgumentError, InvalidTypeError
 from jetstream_sync.testing import EmbeddedServer, FaultProxy, FaultProxyError
-
-from .helpers import wait_until
+from tests.helpers import wait_until
 
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 _HANDSHAKE = b'CONNECT {"verbose":false,"pedantic":false}\r\n'

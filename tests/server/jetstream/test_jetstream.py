@@ -192,7 +192,7 @@ def test_get_and_delete_messages(js, name, allow_direct):
 
 
 def test_work_queue_removes_acked_messages(js, client, name):
-    from .helpers import pull, wait_until
+    from tests.helpers import pull, wait_until
 
     stream = js.create_stream(StreamConfig(name=name, subjects=[f"{name}.>"], retention=RetentionPolicy.WORK_QUEUE))
     stream.create_consumer(ConsumerConfig(durable_name="w"))
@@ -205,7 +205,7 @@ def test_work_queue_removes_acked_messages(js, client, name):
 
 
 def test_interest_retention_keeps_until_every_consumer_acks(js, client, name):
-    from .helpers import pull, wait_until
+    from tests.helpers import pull, wait_until
 
     stream = js.create_stream(StreamConfig(name=name, subjects=[f"{name}.>"], retention=RetentionPolicy.INTEREST))
     stream.create_consumer(ConsumerConfig(durable_name="a"))

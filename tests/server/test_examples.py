@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+from tests.helpers import REPO_ROOT
+
+EXAMPLES = REPO_ROOT / "examples"
 
 
 def run_example(name: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -11,8 +11,7 @@ import pytest
 
 import jetstream_sync
 from jetstream_sync import errors
-
-from .helpers import join_all, our_threads, wait_parked, wait_until
+from tests.helpers import join_all, our_threads, wait_parked, wait_until
 
 
 def test_connect_reports_server_and_closes_cleanly(nats_server):

@@ -12,8 +12,7 @@ import pytest
 import jetstream_sync
 from jetstream_sync import ConsumerConfig, StorageType, StreamConfig, errors
 from jetstream_sync.testing import EmbeddedServer, FaultProxy
-
-from .helpers import wait_until
+from tests.helpers import wait_until
 
 SOAK_SECONDS = float(os.environ.get("JETSTREAM_SYNC_SOAK_SECONDS", "60"))
 

@@ -30,8 +30,7 @@ import pytest
 import jetstream_sync
 from jetstream_sync import errors
 from jetstream_sync.testing import EmbeddedServer
-
-from .helpers import our_threads, wait_until
+from tests.helpers import our_threads, wait_until
 
 nkeys = pytest.importorskip("nkeys", reason="nkey and credentials auth need the nkeys package")
 trustme = pytest.importorskip("trustme", reason="the TLS tests make their certificates with trustme")

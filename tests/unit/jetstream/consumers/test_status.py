@@ -1,0 +1,25 @@
+"""ADR-37's status table: what each status a pull inbox receives means for the pull."""
+
+from __future__ import annotations
+
+from jetstream_sync import errors
+from jetstream_sync.jetstream.consumers._status import StatusKind, classify
+
+
+def test_status_table():
+    assert classify(100, "Idle Heartbeat")[0] is StatusKind.HEARTBEAT
+    assert classify(404, "No Messages")[0] is StatusKind.QUIET
+    assert classify(408, "Request Timeout")[0] is StatusKind.QUIET
+    assert classify(409, "Message Size Exceeds MaxBytes")[0] is StatusKind.QUIET
+    assert classify(409, "Batch Completed")[0] is StatusKind.QUIET
+    for warning in [
+        "Exceeded MaxRequestBatch of 2",
+        "Exceeded MaxRequestExpires of 2s",
+        "Exceeded MaxRequestMaxBytes of 50",
+        "Exceeded MaxWaiting",
+    ]:
+        kind, exc = classify(409, warning)
+        assert kind is StatusKind.WARNING and isinstance(exc, errors.PullWarning)
+    assert isinstance(classify(400, "Bad Request")[1], errors.BadRequestError)
+    assert isinstance(classify(409, "Consumer Deleted")[1], errors.ConsumerDeletedError)
+    assert isinstance(classify(409, "Consumer is push based")[1], errors.PushConsumerError)
