@@ -8,6 +8,7 @@ docs/ARCHITECTURE.md, "Layout".
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -34,6 +35,7 @@ __all__ = [
     "nanos",
     "pending_counts",
     "pull_request",
+    "reply_encoder",
     "seconds",
     "status_of",
     "term_payload",
@@ -129,6 +131,11 @@ def encode_pub_parts(subject: bytes, reply: bytes, headers: bytes | None, payloa
         else b"HPUB %b %d %d\r\n" % (subject, hlen, total)
     )
     return (head + headers, payload, _CRLF)
+
+
+def reply_encoder(subject: bytes, headers: bytes | None, payload: bytes) -> Callable[[bytes], Command]:
+    """A request's command, encoded once its reply subject is known (the runtime picks the reply inbox)."""
+    return lambda reply: encode_pub_parts(subject, reply, headers, payload)
 
 
 def api_payload(body: dict[str, Any] | None) -> bytes:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from datetime import timedelta
 from functools import lru_cache
 from typing import Any, TypeVar
 
 import attrs
 
-from .errors import InvalidArgumentError, InvalidTypeError
+from .errors import InvalidArgumentError, InvalidTypeError, MaxPayloadError
+from .headers import HeadersInput, encode_headers
 
 _NAME_FORBIDDEN = frozenset(" \t\r\n\f\v.*>/\\")
 
@@ -133,3 +135,45 @@ def options_from(cls: type[_Options], given: object, keywords: dict[str, Any], w
     if unknown:
         raise InvalidArgumentError(unknown[0], f"is not a {what} option; the options are {', '.join(sorted(known))}")
     return cls(**keywords)
+
+
+#: (subject, header block or None, payload) of a message that passed validation
+PreparedMessage = tuple[bytes, "bytes | None", bytes]
+
+
+@lru_cache(maxsize=4096)
+def _publish_subject(subject: str) -> bytes:
+    return check_subject("subject", subject).encode()
+
+
+def subject_bytes(subject: object, field: str = "subject") -> bytes:
+    """Validate and encode a publish subject; cached, because hot loops publish to few subjects."""
+    if type(subject) is not str:
+        check_subject(field, subject)  # raises the typed error
+    try:
+        return _publish_subject(subject)
+    except InvalidArgumentError as exc:
+        raise InvalidArgumentError(field, str(exc).partition(": ")[2]) from None
+
+
+def prepare_message(
+    subject: str,
+    data: bytes,
+    headers: HeadersInput | None,
+    max_payload: int,
+    extra: Sequence[tuple[bytes, bytes]] = (),
+) -> PreparedMessage:
+    """The validated (subject, header block, payload) of a message; raises before anything is sent.
+
+    Every publish goes through here, core and JetStream alike: the subject, the payload's type, header keys
+    and values, and the server's max_payload are checked the same way.
+    """
+    subj = subject_bytes(subject)
+    payload = data if type(data) is bytes else check_payload("data", data)
+    hdr = encode_headers(headers, extra) if (headers or extra) else None
+    size = len(payload) + (len(hdr) if hdr else 0)
+    if size > max_payload:
+        raise MaxPayloadError(
+            "data", f"message of {size} bytes exceeds the server's max_payload of {max_payload} bytes"
+        )
+    return subj, hdr, payload

@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
-from functools import lru_cache
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import errors
-from ._protocol import Command, encode_pub_parts
+from ._protocol import encode_pub_parts, reply_encoder
 from ._runtime import Runtime, redact_url
-from ._validate import check_payload, check_queue, check_subject, check_timeout, options_from
-from .headers import HeadersInput, encode_headers
+from ._validate import check_queue, check_subject, check_timeout, options_from, prepare_message, subject_bytes
+from .headers import HeadersInput
 from .message import Msg
 from .options import DEFAULT_URL, ConnectOptions
 from .subscription import Subscription
@@ -29,25 +28,6 @@ if TYPE_CHECKING:
 __all__ = ["Client", "connect"]
 
 log = logging.getLogger("jetstream_sync")
-
-#: (subject, header block or None, payload) of a message that passed validation
-PreparedMessage = tuple[bytes, "bytes | None", bytes]
-
-
-@lru_cache(maxsize=4096)
-def _publish_subject(subject: str) -> bytes:
-    return check_subject("subject", subject).encode()
-
-
-def subject_bytes(subject: object, field: str = "subject") -> bytes:
-    """Validate and encode a publish subject; cached, because hot loops publish to few subjects."""
-    if type(subject) is not str:
-        check_subject(field, subject)  # raises the typed error
-    try:
-        return _publish_subject(subject)
-    except errors.InvalidArgumentError as exc:
-        raise errors.InvalidArgumentError(field, str(exc).partition(": ")[2]) from None
-
 
 class Client:
     """A NATS connection usable from any number of threads: ``Client(ConnectOptions(...))`` or :func:`connect`.
@@ -125,10 +105,11 @@ class Client:
         self, subject: str, data: bytes = b"", headers: HeadersInput | None = None, reply: str | None = None
     ) -> None:
         """Publish a core NATS message. Coalesced with other publishes; ``flush()`` waits for the server."""
-        self._runtime.check_usable()
+        runtime = self._runtime
+        runtime.check_usable()
         reply_b = subject_bytes(reply, "reply") if reply else b""
-        subj, hdr, payload = self.prepare_message(subject, data, headers)
-        self._runtime.send(encode_pub_parts(subj, reply_b, hdr, payload))
+        subj, hdr, payload = prepare_message(subject, data, headers, runtime.max_payload)
+        runtime.send(encode_pub_parts(subj, reply_b, hdr, payload))
 
     def request(
         self,
@@ -141,35 +122,9 @@ class Client:
         runtime = self._runtime
         runtime.check_usable()
         seconds = check_timeout(timeout, self.default_timeout)
-        encode = self.prepare_publish(subject, data, headers)
+        encode = reply_encoder(*prepare_message(subject, data, headers, runtime.max_payload))
         reply = runtime.request(encode, seconds, f"request on {subject!r}")
         return Msg(reply.subject.decode(), "", reply.data, reply.headers, runtime)
-
-    def prepare_message(
-        self, subject: str, data: bytes, headers: HeadersInput | None, extra: Sequence[tuple[bytes, bytes]] = ()
-    ) -> PreparedMessage:
-        """The validated (subject, header block, payload) of a message; raises before anything is sent.
-
-        Used by the JetStream layer too, so that every publish is checked the same way (subject, payload
-        type, header keys and values, the server's max_payload).
-        """
-        subj = subject_bytes(subject)
-        payload = data if type(data) is bytes else check_payload("data", data)
-        hdr = encode_headers(headers, extra) if (headers or extra) else None
-        size = len(payload) + (len(hdr) if hdr else 0)
-        limit = self._runtime.max_payload
-        if size > limit:
-            raise errors.MaxPayloadError(
-                "data", f"message of {size} bytes exceeds the server's max_payload of {limit} bytes"
-            )
-        return subj, hdr, payload
-
-    def prepare_publish(
-        self, subject: str, data: bytes, headers: HeadersInput | None, extra: Sequence[tuple[bytes, bytes]] = ()
-    ) -> Callable[[bytes], Command]:
-        """Validate now, before anything is sent; encode once the reply subject is known."""
-        subj, hdr, payload = self.prepare_message(subject, data, headers, extra)
-        return lambda reply: encode_pub_parts(subj, reply, hdr, payload)
 
     def subscribe(self, subject: str, queue: str | None = None, *, max_pending: int = 65536) -> Subscription:
         """Subscribe; read with ``next_msg(timeout)`` or by iterating. Wildcards are allowed."""

@@ -41,6 +41,7 @@ Item = TypeVar("Item")
 
 _OUTBOUND_HIGH_WATER = 1024 * 1024
 _SWEEP_INTERVAL = 0.05  # how often publish_async deadlines are checked
+_WATCH_INTERVAL = 0.25  # how often the watchdog calls the registered watchers (heartbeat monitors)
 
 
 class Closeable(Protocol):
@@ -104,6 +105,9 @@ class Runtime:
         )
         self._sweeper: asyncio.Task[None] | None = None
         self._connect_errors: list[BaseException] = []
+        self._watchers: set[Callable[[float], object]] = set()
+        self._watchers_lock = threading.Lock()
+        self._watch_timer: Timer | None = None
 
     # -- connecting -------------------------------------------------------------------------------------
     def connect(self) -> None:
@@ -376,6 +380,36 @@ class Runtime:
     def watchdog_later(self, delay: float, fn: Callable[[], object]) -> Timer:
         """Run ``fn`` on the watchdog thread after ``delay`` seconds; the Timer cancels it."""
         return self._watchdog.call_later(delay, fn)
+
+    def watch(self, check: Callable[[float], object]) -> None:
+        """Call ``check(now)`` on the watchdog thread about every 0.25 s until :meth:`unwatch`.
+
+        One periodic tick serves every watcher, so a short-lived watcher (a fetch's heartbeat monitor) costs
+        a set insertion, not a timer of its own.
+        """
+        with self._watchers_lock:
+            self._watchers.add(check)
+            if self._watch_timer is None:
+                self._watch_timer = self._watchdog.call_later(_WATCH_INTERVAL, self._tick)
+
+    def unwatch(self, check: Callable[[float], object]) -> None:
+        with self._watchers_lock:
+            self._watchers.discard(check)
+
+    def _tick(self) -> None:
+        """Watchdog thread: run the watchers, then come back while there are any."""
+        with self._watchers_lock:
+            watchers = list(self._watchers)
+        now = time.monotonic()
+        for check in watchers:
+            try:
+                check(now)
+            except Exception:
+                log.exception("a watcher raised on the watchdog thread")
+        with self._watchers_lock:
+            self._watch_timer = (
+                self._watchdog.call_later(_WATCH_INTERVAL, self._tick) if self._watchers and not self._closed else None
+            )
 
     # -- what the client owns ---------------------------------------------------------------------------
     def add_listener(self, listener: ConnectionListener) -> None:

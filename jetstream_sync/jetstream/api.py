@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from .. import errors
-from .._protocol import api_payload, api_response
+from .._protocol import api_payload, api_response, reply_encoder
 from .._runtime import RawReply, Runtime
-from .._validate import check_timeout
+from .._validate import check_timeout, prepare_message
 from ..client import Client
 
 __all__ = ["JetStreamAPI"]
@@ -47,7 +47,7 @@ class JetStreamAPI:
         runtime = self.runtime
         runtime.check_usable()
         seconds = check_timeout(timeout, self.timeout)
-        encode = self.client.prepare_publish(subject, api_payload(body), None)
+        encode = reply_encoder(*prepare_message(subject, api_payload(body), None, runtime.max_payload))
         try:
             return runtime.request(encode, seconds, f"JetStream API {subject}")
         except errors.NoRespondersError:

@@ -12,9 +12,17 @@ import attrs
 import tenacity
 
 from .. import errors
-from .._protocol import Command
+from .._protocol import Command, reply_encoder
 from .._runtime import RawReply
-from .._validate import check_int, check_name, check_subject, check_timeout, options_from, to_seconds
+from .._validate import (
+    check_int,
+    check_name,
+    check_subject,
+    check_timeout,
+    options_from,
+    prepare_message,
+    to_seconds,
+)
 from ..client import Client
 from ..headers import HeadersInput
 from ..models import AccountInfo, ConsumerConfig, ConsumerInfo, PubAck, StreamConfig, StreamInfo
@@ -220,7 +228,7 @@ class JetStream:
         self._runtime.check_usable()
         seconds = check_timeout(timeout, self.timeout)
         extra = _publish_options(options, checks).headers()
-        encode = self.client.prepare_publish(subject, data, headers, extra)
+        encode = reply_encoder(*prepare_message(subject, data, headers, self._runtime.max_payload, extra))
         what = f"publish to {subject!r}"
         try:
             reply = self._runtime.request(encode, seconds, what)
@@ -260,7 +268,9 @@ class JetStream:
         """
         self._runtime.check_usable()
         extra = _publish_options(options, checks).headers()
-        return self._publisher.submit(self.client.prepare_message(subject, data, headers, extra), timeout)
+        return self._publisher.submit(
+            prepare_message(subject, data, headers, self._runtime.max_payload, extra), timeout
+        )
 
     def publish_async_pending(self) -> int:
         """How many asynchronous publishes wait for their ack."""

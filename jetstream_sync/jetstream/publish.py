@@ -15,8 +15,7 @@ import tenacity
 from .. import errors
 from .._protocol import Command, api_response, encode_pub_parts
 from .._runtime import LightFuture, Runtime, wait_while
-from .._validate import check_int, check_str_or_none, check_timeout
-from ..client import PreparedMessage
+from .._validate import PreparedMessage, check_int, check_str_or_none, check_timeout
 from ..models import PubAck
 
 __all__ = ["NO_CHECKS", "AsyncPublisher", "PublishOptions", "default_publish_retry", "parse_pub_ack"]

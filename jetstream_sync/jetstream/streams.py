@@ -23,7 +23,6 @@ class Stream:
     def __init__(self, js: JetStream, info: StreamInfo) -> None:
         #: the JetStream context this handle was made by
         self.jetstream = js
-        self._js = js
         self.name: str = info.config.name
         self.cached_info = info
 
@@ -31,7 +30,7 @@ class Stream:
         return f"<Stream {self.name!r}>"
 
     def info(self) -> StreamInfo:
-        self.cached_info = self._js.stream_info(self.name)
+        self.cached_info = self.jetstream.stream_info(self.name)
         return self.cached_info
 
     def purge(self, subject: str | None = None, sequence: int | None = None, keep: int | None = None) -> int:
@@ -48,7 +47,7 @@ class Stream:
             body["seq"] = check_int("sequence", sequence, minimum=1)
         if keep is not None:
             body["keep"] = check_int("keep", keep, minimum=0)
-        response = self._js.api.request(f"STREAM.PURGE.{self.name}", body or None)
+        response = self.jetstream.api.request(f"STREAM.PURGE.{self.name}", body or None)
         return int(response.get("purged", 0))
 
     # -- single messages --------------------------------------------------------------------------------
@@ -75,39 +74,39 @@ class Stream:
         return bool(self.cached_info.config.allow_direct)
 
     def _api_get(self, body: dict[str, Any]) -> StoredMsg:
-        return StoredMsg.from_api(self._js.api.request(f"STREAM.MSG.GET.{self.name}", body)["message"])
+        return StoredMsg.from_api(self.jetstream.api.request(f"STREAM.MSG.GET.{self.name}", body)["message"])
 
     def _direct_get(self, suffix: str, body: dict[str, Any] | None) -> StoredMsg:
-        return direct_get_one(self._js.api, suffix, body)
+        return direct_get_one(self.jetstream.api, suffix, body)
 
     def delete_msg(self, sequence: int) -> None:
         """Delete the message at ``sequence`` (marked deleted; its bytes may remain on disk)."""
         check_int("sequence", sequence, minimum=1)
-        self._js.api.request(f"STREAM.MSG.DELETE.{self.name}", {"seq": sequence, "no_erase": True})
+        self.jetstream.api.request(f"STREAM.MSG.DELETE.{self.name}", {"seq": sequence, "no_erase": True})
 
     def secure_delete_msg(self, sequence: int) -> None:
         """Delete the message at ``sequence`` and overwrite its bytes on disk."""
         check_int("sequence", sequence, minimum=1)
-        self._js.api.request(f"STREAM.MSG.DELETE.{self.name}", {"seq": sequence})
+        self.jetstream.api.request(f"STREAM.MSG.DELETE.{self.name}", {"seq": sequence})
 
     # -- consumers --------------------------------------------------------------------------------------
     def create_consumer(self, config: ConsumerConfig) -> Consumer:
-        return self._js.create_consumer(self.name, config)
+        return self.jetstream.create_consumer(self.name, config)
 
     def update_consumer(self, config: ConsumerConfig) -> Consumer:
-        return self._js.update_consumer(self.name, config)
+        return self.jetstream.update_consumer(self.name, config)
 
     def create_or_update_consumer(self, config: ConsumerConfig) -> Consumer:
-        return self._js.create_or_update_consumer(self.name, config)
+        return self.jetstream.create_or_update_consumer(self.name, config)
 
     def consumer(self, name: str) -> Consumer:
-        return self._js.consumer(self.name, name)
+        return self.jetstream.consumer(self.name, name)
 
     def delete_consumer(self, name: str) -> None:
-        self._js.delete_consumer(self.name, name)
+        self.jetstream.delete_consumer(self.name, name)
 
     def consumers(self) -> Iterator[ConsumerInfo]:
-        return self._js.consumers(self.name)
+        return self.jetstream.consumers(self.name)
 
     def consumer_names(self) -> Iterator[str]:
-        return self._js.consumer_names(self.name)
+        return self.jetstream.consumer_names(self.name)

@@ -2,10 +2,10 @@
 
 A pull that asked for idle heartbeats is owed *something* (a message, a heartbeat or a status) at least every
 ``idle_heartbeat`` seconds while the server still owes it messages. The IO thread marks every arrival; the
-watchdog thread looks a few times per interval and, when twice the interval passed in silence, posts a
-confirmation to the IO thread, which looks again with its own (authoritative) state before it acts. So the
-watchdog only ever reads, and the action runs where the pull's state lives (docs/ARCHITECTURE.md, "Rules: one
-writer per piece of state").
+watchdog thread looks four times a second (the runtime's watch tick, shared by every monitor) and, when twice
+the interval passed in silence, posts a confirmation to the IO thread, which looks again with its own
+(authoritative) state before it acts. So the watchdog only ever reads, and the action runs where the pull's
+state lives (docs/ARCHITECTURE.md, "Rules: one writer per piece of state").
 """
 
 from __future__ import annotations
@@ -13,12 +13,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from ..._runtime import Runtime, Timer
+from ..._runtime import Runtime
 
 __all__ = ["HeartbeatMonitor"]
-
-# The watchdog looks at most this far apart, so a long heartbeat is still noticed within a second of its limit.
-_MAX_CHECK_INTERVAL = 1.0
 
 
 class HeartbeatMonitor:
@@ -34,10 +31,8 @@ class HeartbeatMonitor:
         self._runtime = runtime
         self._owed = owed
         self._on_missed = on_missed
-        self._check_every = min(interval / 2, _MAX_CHECK_INTERVAL)
         self._posted = False  # watchdog sets it, the IO thread clears it: at most one confirmation in flight
         self._stopped = False
-        self._timer: Timer | None = None
 
     def touch(self) -> None:
         """IO thread: something arrived (or the server just started owing us, so the clock starts now)."""
@@ -49,23 +44,21 @@ class HeartbeatMonitor:
     def start(self) -> None:
         """Begin watching (no-op without heartbeats)."""
         if self.interval > 0 and not self._stopped:
-            self._timer = self._runtime.watchdog_later(self._check_every, self._check)
+            self._runtime.watch(self._check)
 
     def stop(self) -> None:
         """Any thread: stop watching; a confirmation already posted does nothing."""
         self._stopped = True
-        timer = self._timer
-        if timer is not None:
-            timer.cancel()
+        if self.interval > 0:
+            self._runtime.unwatch(self._check)
 
-    def _check(self) -> None:
+    def _check(self, now: float) -> None:
         """Watchdog thread: only reads, then posts the decision to the IO thread."""
         if self._stopped or self._runtime.is_closed:
             return
-        if not self._posted and self._owed() and self.silent(time.monotonic()):
+        if not self._posted and self._owed() and self.silent(now):
             self._posted = True
             self._runtime.post_if_open(self._confirm)
-        self._timer = self._runtime.watchdog_later(self._check_every, self._check)
 
     def _confirm(self) -> None:
         """IO thread: act only if the silence is still there by the IO thread's own state."""

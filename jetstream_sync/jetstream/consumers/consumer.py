@@ -40,29 +40,26 @@ class Consumer:
     def __init__(self, js: JetStream, info: ConsumerInfo) -> None:
         #: the JetStream context this handle was made by
         self.jetstream = js
-        self._js = js
         self._runtime: Runtime = js.client.runtime
         self.stream_name: str = info.stream_name
         self.name: str = info.name
         self.cached_info = info
+        self._pull_target = PullTarget(
+            stream=self.stream_name,
+            consumer=self.name,
+            next_subject=js.api.subject(f"CONSUMER.MSG.NEXT.{self.stream_name}.{self.name}").encode(),
+            ack_none=info.config.ack_policy == AckPolicy.NONE,  # a consumer's ack policy cannot change
+        )
 
     def __repr__(self) -> str:
         return f"<Consumer {self.stream_name!r}/{self.name!r}>"
 
     def info(self) -> ConsumerInfo:
-        self.cached_info = self._js.consumer_info(self.stream_name, self.name)
+        self.cached_info = self.jetstream.consumer_info(self.stream_name, self.name)
         return self.cached_info
 
     def delete(self) -> None:
-        self._js.delete_consumer(self.stream_name, self.name)
-
-    def _target(self) -> PullTarget:
-        return PullTarget(
-            stream=self.stream_name,
-            consumer=self.name,
-            next_subject=self._js.api.subject(f"CONSUMER.MSG.NEXT.{self.stream_name}.{self.name}").encode(),
-            ack_none=self.cached_info.config.ack_policy == AckPolicy.NONE,
-        )
+        self.jetstream.delete_consumer(self.stream_name, self.name)
 
     # -- one pull at a time -----------------------------------------------------------------------------
     def fetch(
@@ -98,8 +95,8 @@ class Consumer:
 
     def _fetch(self, options: FetchOptions) -> MessageBatch:
         self._runtime.check_usable()
-        wait = self._js.timeout if options.no_wait else options.expires + _FETCH_GRACE
-        pull = FetchPull(self._runtime, self._target(), options)
+        wait = self.jetstream.timeout if options.no_wait else options.expires + _FETCH_GRACE
+        pull = FetchPull(self._runtime, self._pull_target, options)
         pull.start()
         return MessageBatch(pull, time.monotonic() + wait)
 
@@ -112,7 +109,7 @@ class Consumer:
         if error_handler is not None:
             _check_callable("error_handler", error_handler)
         plan = options_from(ConsumeOptions, options, kwargs, "consume").plan()
-        target = self._target()
+        target = self._pull_target
         return ContinuousPull(runtime, target, plan, _reporter(target.label, error_handler, runtime))
 
     def messages(
@@ -128,7 +125,7 @@ class Consumer:
         idle_heartbeat (expires/2, 0.5-30 s), threshold_messages / threshold_bytes (50%).
         """
         pull = self._continuous(options, kwargs, error_handler)
-        pull.start(self._js.timeout)
+        pull.start(self.jetstream.timeout)
         return MessagesIterator(pull)
 
     def consume(
@@ -148,7 +145,7 @@ class Consumer:
         _check_callable("handler", handler)
         pull = self._continuous(options, kwargs, error_handler)
         context = ConsumeContext(pull, handler)
-        pull.start(self._js.timeout)
+        pull.start(self.jetstream.timeout)
         context.start()
         return context
 
