@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 
 from . import errors
-from ._runtime import Runtime
+from ._runtime import RawReply, Runtime
 from .client import Client, connect
-from .headers import Headers
+from .headers import Headers, HeadersInput
 from .jetstream import (
     BatchSource,
     ConsumeContext,
@@ -21,8 +21,10 @@ from .jetstream import (
     MessageBatch,
     MessagesIterator,
     PublishOptions,
+    PullPlan,
     Stream,
 )
+from .jetstream.consumers import ErrorHandler
 from .message import AckSender, Msg, MsgMetadata, SequencePair
 from .models import (
     AccountInfo,
@@ -44,7 +46,7 @@ from .models import (
     StreamInfo,
     StreamState,
 )
-from .options import ConnectOptions
+from .options import ConnectOptions, ErrorCallback, EventCallback
 from .subscription import Subscription
 
 logging.getLogger("jetstream_sync").addHandler(logging.NullHandler())
@@ -54,6 +56,12 @@ __version__ = "0.1.0"
 __all__ = [
     "APIStats",
     "AckSender",
+    "ErrorCallback",
+    "ErrorHandler",
+    "EventCallback",
+    "HeadersInput",
+    "PullPlan",
+    "RawReply",
     "BatchSource",
     "ConsumeContext",
     "ConsumeOptions",

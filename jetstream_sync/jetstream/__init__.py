@@ -20,6 +20,7 @@ from .consumers import (
     FetchOptions,
     MessageBatch,
     MessagesIterator,
+    PullPlan,
 )
 from .context import JetStream
 from .publish import PublishOptions
@@ -38,5 +39,6 @@ __all__ = [
     "MessageBatch",
     "MessagesIterator",
     "PublishOptions",
+    "PullPlan",
     "Stream",
 ]

@@ -18,7 +18,7 @@ from .delivery import (
     MessageBatch,
     MessagesIterator,
 )
-from .options import ConsumeOptions, FetchOptions
+from .options import ConsumeOptions, FetchOptions, PullPlan
 
 __all__ = [
     "BatchSource",
@@ -31,4 +31,5 @@ __all__ = [
     "FetchOptions",
     "MessageBatch",
     "MessagesIterator",
+    "PullPlan",
 ]

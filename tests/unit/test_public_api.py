@@ -1,0 +1,54 @@
+"""The public surface: every exported name exists and is documented, and the old import paths still work."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+import pytest
+
+import jetstream_sync
+
+
+def test_every_exported_name_exists_and_classes_and_functions_are_documented():
+    for name in jetstream_sync.__all__:
+        obj = getattr(jetstream_sync, name)
+        if inspect.isclass(obj) or inspect.isfunction(obj):
+            assert inspect.getdoc(obj), f"jetstream_sync.{name} has no docstring"
+
+
+@pytest.mark.parametrize(
+    ("module", "names"),
+    [
+        ("jetstream_sync", ["connect", "Client", "JetStream", "Stream", "Consumer", "Msg", "ConnectOptions"]),
+        ("jetstream_sync.errors", ["JetStreamError", "PullError", "MissedHeartbeatError"]),
+        ("jetstream_sync.testing", ["EmbeddedServer", "FaultProxy", "find_server_binary"]),
+        ("jetstream_sync.direct", ["direct_get_batch", "direct_get_batch_raw", "DirectBatch", "RawStoredMsg"]),
+        ("jetstream_sync.jetstream", ["JetStream"]),
+        ("jetstream_sync.models", ["StreamConfig", "ConsumerConfig", "PubAck", "parse_time"]),
+    ],
+)
+def test_public_import_paths_keep_working(module, names):
+    imported = importlib.import_module(module)
+    for name in names:
+        assert hasattr(imported, name), f"{module}.{name}"
+
+
+def test_spark_path_keeps_working():
+    pytest.importorskip("pyspark")
+    spark = importlib.import_module("jetstream_sync.spark")
+    assert spark.JetStreamDataSource.name() == "jetstream"
+
+
+def test_importing_the_package_imports_nats_py_only_through_the_adapter():
+    import sys
+
+    users = [
+        name
+        for name, mod in list(sys.modules.items())
+        if name.startswith("jetstream_sync")
+        and mod is not None
+        and "nats" in vars(mod)
+        and getattr(vars(mod)["nats"], "__name__", "") == "nats"
+    ]
+    assert users == ["jetstream_sync._runtime._nats"]
