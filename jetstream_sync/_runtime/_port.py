@@ -103,6 +103,11 @@ class Runtime:
         self._outbound = Outbound(
             self._io, self._nc, high_water=_OUTBOUND_HIGH_WATER, reconnect_buffer=options.pending_size
         )
+        #: Any thread: queue a command; commands queued together reach the socket in one write. The outbound
+        #: queue's own method, bound here: a wrapper would cost a call per published message.
+        self.send: Callable[[Command], None] = self._outbound.put
+        #: the server's max_payload, read once per (re)connect rather than through nats-py on every publish
+        self.max_payload: int = self._nc.payload_limit
         self._sweeper: asyncio.Task[None] | None = None
         self._connect_errors: list[BaseException] = []
         self._watchers: set[Callable[[float], object]] = set()
@@ -167,6 +172,7 @@ class Runtime:
             failure, cause = connect_failure(self._connect_errors, exc, opts.servers, self._nc.tls_required)
             raise failure from cause
         self._nc.set_reconnect_policy(opts.max_reconnect_attempts, opts.reconnect_wait)
+        self.max_payload = self._nc.payload_limit
         await self._nc.fast_subscribe(self._mux.subject, "", self._mux.handle)
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep_expired())
 
@@ -205,6 +211,7 @@ class Runtime:
 
     async def _on_reconnected(self) -> None:
         self.reconnects += 1
+        self.max_payload = self._nc.payload_limit  # another server may allow another size
         log.info("reconnected to %s", self.connected_url)
         for listener in list(self._listeners):
             try:
@@ -252,10 +259,6 @@ class Runtime:
         return self._nc.server_info()
 
     @property
-    def max_payload(self) -> int:
-        return self._nc.payload_limit
-
-    @property
     def connected_url(self) -> str | None:
         return self._nc.connected_url_text()
 
@@ -272,10 +275,6 @@ class Runtime:
         return f"{self.options.inbox_prefix}.{self.new_token()}"
 
     # -- sending ----------------------------------------------------------------------------------------
-    def send(self, command: Command) -> None:
-        """Any thread: queue a command; commands queued together reach the socket in one write."""
-        self._outbound.put(command)
-
     def send_now(self, command: Command) -> None:
         """IO thread: put a command straight into nats-py's write buffer (pull requests, resends)."""
         parts = [command] if isinstance(command, bytes) else list(command)
