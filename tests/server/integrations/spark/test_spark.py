@@ -31,6 +31,7 @@ from pyspark.sql.types import BinaryType
 
 import jetstream_sync
 from jetstream_sync import ConsumerConfig, StreamConfig, errors
+from jetstream_sync.integrations.spark._clients import close_clients
 from jetstream_sync.integrations.spark.reading import plan_ranges, read_range
 from jetstream_sync.spark import (
     READ_SCHEMA,
@@ -53,6 +54,14 @@ appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 """
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_cached_clients() -> Iterator[None]:
+    """Reads in this (driver) process cache one client per connection, as executors do: end them with this
+    module, so the tests after it that count the library's threads start from none."""
+    yield
+    close_clients()
 
 
 @pytest.fixture(scope="session")
