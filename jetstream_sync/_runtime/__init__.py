@@ -13,7 +13,6 @@ from ._mux import RawReply, ReplyHandler
 from ._nats import Handler, NatsSubscription, redact_url
 from ._port import Closeable, ConnectionListener, Runtime
 from ._wait import wait_while
-from ._watchdog import Timer
 
 __all__ = [
     "BufferFinished",
@@ -26,7 +25,6 @@ __all__ = [
     "RawReply",
     "ReplyHandler",
     "Runtime",
-    "Timer",
     "redact_url",
     "wait_while",
 ]

@@ -251,10 +251,6 @@ class Runtime:
     def is_connected(self) -> bool:
         return not self._closed and bool(self._nc.is_connected)
 
-    @property
-    def in_io_thread(self) -> bool:
-        return self._io.in_io_thread
-
     def server_info(self) -> dict[str, Any]:
         return self._nc.server_info()
 
@@ -375,10 +371,6 @@ class Runtime:
     def run_on_watchdog(self, fn: Callable[..., object], *args: Any) -> None:
         """Run ``fn(*args)`` on the watchdog thread (user callbacks, never on the IO thread)."""
         self._watchdog.call_soon(fn, *args)
-
-    def watchdog_later(self, delay: float, fn: Callable[[], object]) -> Timer:
-        """Run ``fn`` on the watchdog thread after ``delay`` seconds; the Timer cancels it."""
-        return self._watchdog.call_later(delay, fn)
 
     def watch(self, check: Callable[[float], object]) -> None:
         """Call ``check(now)`` on the watchdog thread about every 0.25 s until :meth:`unwatch`.

@@ -342,13 +342,13 @@ def test_data_loss_fails_naming_the_range_unless_fail_on_data_loss_is_false(
     assert sorted(collected) == list(range(1, 201))
     publish(js, stream.name, 100, start=200)  # 201..300
     assert stream.purge(sequence=251) == 250  # retention took 201..250 before the query read them
-    with pytest.raises(Exception, match=r"sequences 201-250 were removed") as failure:
+    with pytest.raises(PySparkException, match=r"sequences 201-250 were removed") as failure:
         run_available_now(build("true"))
     assert "failOnDataLoss=false" in str(failure.value)
     assert sorted(collected) == list(range(1, 201))
     run_available_now(build("false"))
     assert sorted(collected) == [*range(1, 201), *range(251, 301)]
-    with pytest.raises(Exception, match=r"sequences 5-250 were removed"):
+    with pytest.raises(PySparkException, match=r"sequences 5-250 were removed"):
         source(spark, nats_server.url, stream.name, startingSequence=5).count()
     assert seqs(source(spark, nats_server.url, stream.name, startingSequence=5, failOnDataLoss="false")) == list(
         range(251, 301)
