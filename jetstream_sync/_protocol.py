@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import errors
 from .headers import parse_header_block
@@ -24,7 +24,9 @@ __all__ = [
     "NS_PER_SECOND",
     "TERM",
     "WPI",
+    "AckPosition",
     "Command",
+    "ack_position",
     "api_payload",
     "api_response",
     "datetime_from_nanos",
@@ -62,6 +64,35 @@ WPI = b"+WPI"
 TERM = b"+TERM"
 
 NS_PER_SECOND = 1_000_000_000
+
+
+class AckPosition(NamedTuple):
+    """Where a delivered message sits, read from its ack subject (ADR-15, v1 and v2 formats)."""
+
+    consumer: bytes
+    consumer_seq: int
+    stream_seq: int
+    num_pending: int
+
+
+def ack_position(reply: bytes) -> AckPosition | None:
+    """The consumer name, sequences and pending count of an ack subject; None when it is not one.
+
+    The IO thread calls this for every message of an ordered or push consumer (gap detection), so it splits
+    the bytes once and builds nothing else: :class:`~jetstream_sync.MsgMetadata` is the full, lazy parse.
+    """
+    tokens = reply.split(b".")
+    count = len(tokens)
+    if count == 9:
+        base = 2
+    elif count >= 11:
+        base = 4
+    else:
+        return None
+    try:
+        return AckPosition(tokens[base + 1], int(tokens[base + 4]), int(tokens[base + 3]), int(tokens[base + 6]))
+    except ValueError:
+        return None
 
 
 def nanos(seconds: float) -> int:

@@ -29,6 +29,7 @@ __all__ = ["Client", "connect"]
 
 log = logging.getLogger("jetstream_sync")
 
+
 class Client:
     """A NATS connection usable from any number of threads: ``Client(ConnectOptions(...))`` or :func:`connect`.
 

@@ -14,9 +14,15 @@ __all__ = [
     "AuthorizationError",
     "BadRequestError",
     "ConnectionClosedError",
+    "ConsumerConfigMismatchError",
     "ConsumerDeletedError",
     "ConsumerExistsError",
+    "ConsumerIsQueueBoundError",
     "ConsumerNotFoundError",
+    "ConsumerNotQueueError",
+    "ConsumerSequenceGapError",
+    "DeliverGroupMismatchError",
+    "DuplicateSubscriptionError",
     "ForkedClientError",
     "InvalidAckSubjectError",
     "InvalidArgumentError",
@@ -31,13 +37,22 @@ __all__ = [
     "NoServersError",
     "NoStreamResponseError",
     "NotConnectedError",
+    "OrderedConsumerInUseError",
+    "OrderedConsumerResetError",
     "PermissionViolationError",
     "PublishBackpressureError",
+    "PullSubscribeRequiredError",
+    "PullSubscribeToPushConsumerError",
     "PullWarning",
     "PushConsumerError",
+    "PushStatusError",
+    "QueueFlowControlError",
+    "QueueHeartbeatError",
     "SlowConsumerError",
     "StreamNameInUseError",
     "StreamNotFoundError",
+    "SubjectMismatchError",
+    "SubscribeError",
     "SubscriptionClosedError",
     "TimeoutError",
     "WrongLastMsgIdError",
@@ -211,6 +226,86 @@ class PullWarning(PullError):
 
 class MissedHeartbeatError(JetStreamError):
     """No message, status or heartbeat arrived within twice the idle heartbeat."""
+
+
+class OrderedConsumerResetError(JetStreamError):
+    """An ordered consumer could not recreate its server-side consumer within ``max_reset_attempts``.
+
+    The cause (``__cause__``) is the last failure, e.g. StreamNotFoundError when the stream was deleted.
+    """
+
+
+class OrderedConsumerInUseError(JetStreamError, RuntimeError):
+    """An ordered consumer reads in one place at a time: a second fetch, or a fetch while ``messages()`` or
+    ``consume()`` runs (as nats.go). Finish or stop the first, or make a second ordered consumer."""
+
+
+class ConsumerSequenceGapError(JetStreamError):
+    """A push consumer saw a gap in its consumer sequence: ``expected`` came as ``received`` (ADR-15 gap
+    detection), so messages were lost on the way; an explicit-ack consumer redelivers them after ack_wait."""
+
+    def __init__(self, label: str, expected: int, received: int) -> None:
+        self.expected = expected
+        self.received = received
+        super().__init__(
+            f"{label}: consumer sequence gap, expected {expected} and received {received} "
+            f"({received - expected} message(s) missing)"
+        )
+
+
+class PushStatusError(JetStreamError):
+    """A push consumer received an error status (409, 503 or one this client does not know) instead of a
+    message (ADR-15 "Miscellaneous Error Statuses"); it is reported, never handed out as a message."""
+
+    def __init__(self, status: int, description: str, label: str) -> None:
+        self.status = status
+        self.description = description
+        super().__init__(f"{label}: status {status} {description}".rstrip())
+
+
+class SubscribeError(JetStreamError, ValueError):
+    """``js.subscribe`` / ``js.pull_subscribe`` cannot bind as asked (the ADR-15 checks); nothing was left
+    subscribed or created. The subclass names the rule, the message says what to change."""
+
+
+class DuplicateSubscriptionError(SubscribeError):
+    """The push consumer is already bound to a subscriber and has no deliver group (ADR-15 push_bound)."""
+
+
+class ConsumerIsQueueBoundError(SubscribeError):
+    """A subscription without a queue for a consumer created for a queue group (deliver_group set)."""
+
+
+class DeliverGroupMismatchError(SubscribeError):
+    """A queue subscription whose queue is not the consumer's deliver_group."""
+
+
+class ConsumerNotQueueError(SubscribeError):
+    """A queue subscription for a consumer created without a deliver group."""
+
+
+class SubjectMismatchError(SubscribeError):
+    """The consumer's filter subject is not the subject given to subscribe."""
+
+
+class PullSubscribeToPushConsumerError(SubscribeError):
+    """``pull_subscribe`` on a push consumer (it has a deliver_subject)."""
+
+
+class PullSubscribeRequiredError(SubscribeError):
+    """``subscribe`` on a pull consumer (it has no deliver_subject): use ``pull_subscribe``."""
+
+
+class ConsumerConfigMismatchError(SubscribeError):
+    """The configuration given differs from the existing consumer's; subscribe does not update consumers."""
+
+
+class QueueFlowControlError(SubscribeError):
+    """Flow control over a queue group: the server would send flow control to a random member."""
+
+
+class QueueHeartbeatError(SubscribeError):
+    """Idle heartbeats over a queue group: the server would send heartbeats to a random member."""
 
 
 # JetStream API err_code -> class; codes from the server's errors.json.

@@ -283,7 +283,6 @@ class NatsConnection(nats.aio.client.Client):
             if queue is not None and queue.empty():
                 queue.put_nowait(asyncio.get_running_loop().create_future())
 
-
     # -- what the runtime reads of the connection ---------------------------------------------------------
     def server_info(self) -> dict[str, Any]:
         """A copy of the INFO the server sent (version, max_payload, jetstream, ...)."""

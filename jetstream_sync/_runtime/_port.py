@@ -58,6 +58,27 @@ class ConnectionListener(Protocol):
     def on_reconnected(self) -> None: ...
 
 
+class _FutureReply:
+    """A :class:`ReplyHandler` resolving an asyncio future; only ever called on the IO thread."""
+
+    __slots__ = ("future", "timeout", "what")
+
+    def __init__(self, future: asyncio.Future[RawReply], what: str, timeout: float) -> None:
+        self.future = future
+        self.what = what
+        self.timeout = timeout
+
+    def resolve(self, subject: bytes, data: bytes, headers: bytes | None) -> None:
+        if not self.future.done():
+            self.future.set_result(RawReply(subject, data, headers))
+
+    def fail(self, exc: BaseException) -> None:
+        if not self.future.done():
+            if isinstance(exc, errors.TimeoutError):
+                exc = errors.TimeoutError(f"{self.what} did not complete within {self.timeout:g}s")
+            self.future.set_exception(exc)
+
+
 _live: weakref.WeakSet[Runtime] = weakref.WeakSet()
 
 
@@ -301,6 +322,14 @@ class Runtime:
         """A double ack: returns once the server confirmed it."""
         self.check_usable()
         self.request(lambda reply: encode_pub(subject.encode(), reply, None, payload), timeout, "ack_sync")
+
+    def request_async(self, encode: Callable[[bytes], Command], timeout: float, what: str) -> asyncio.Future[RawReply]:
+        """IO thread: send ``encode(reply_subject)`` now; the future resolves with the reply or fails with
+        TimeoutError (after ``timeout``), NoRespondersError, NotConnectedError (disconnect) or
+        ConnectionClosedError. For engines that run on the loop (an ordered consumer recreating itself)."""
+        future: asyncio.Future[RawReply] = asyncio.get_running_loop().create_future()
+        self.send_now(encode(self._mux.register(_FutureReply(future, what, timeout), timeout)))
+        return future
 
     def expect_reply(self, handler: ReplyHandler, timeout: float | None) -> bytes:
         """A reply subject routed to ``handler`` on the IO thread; failed with TimeoutError after ``timeout``."""

@@ -20,6 +20,8 @@ from .consumers import (
     FetchOptions,
     MessageBatch,
     MessagesIterator,
+    OrderedConsumer,
+    OrderedConsumerConfig,
     PullPlan,
 )
 from .context import JetStream
@@ -38,6 +40,8 @@ __all__ = [
     "JetStreamAPI",
     "MessageBatch",
     "MessagesIterator",
+    "OrderedConsumer",
+    "OrderedConsumerConfig",
     "PublishOptions",
     "PullPlan",
     "Stream",

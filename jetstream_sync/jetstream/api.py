@@ -19,6 +19,19 @@ from ..client import Client
 __all__ = ["JetStreamAPI"]
 
 
+class _Ignore:
+    """The reply handler of a request nobody waits for."""
+
+    def resolve(self, subject: bytes, data: bytes, headers: bytes | None) -> None:
+        return
+
+    def fail(self, exc: BaseException) -> None:
+        return
+
+
+_IGNORE = _Ignore()
+
+
 class JetStreamAPI:
     """The JetStream API of one account or domain: ``prefix`` (``$JS.API`` or ``$JS.<domain>.API``) and the
     default ``timeout`` of its requests."""
@@ -54,6 +67,33 @@ class JetStreamAPI:
             raise errors.JetStreamNotEnabledError(
                 503, 0, f"no responders on {subject}: JetStream is not enabled for this account or server"
             ) from None
+
+    async def request_io(
+        self, suffix: str, body: dict[str, Any] | None = None, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """IO thread only: the same request as :meth:`request`, awaited on the client's loop.
+
+        For engines that live on the IO thread (an ordered consumer recreating its server-side consumer) and
+        must not block it. Raises what :meth:`request` raises.
+        """
+        subject = self.subject(suffix)
+        encode = reply_encoder(subject.encode(), None, api_payload(body))
+        seconds = self.timeout if timeout is None else timeout
+        try:
+            reply = await self.runtime.request_async(encode, seconds, f"JetStream API {subject}")
+        except errors.NoRespondersError:
+            raise errors.JetStreamNotEnabledError(
+                503, 0, f"no responders on {subject}: JetStream is not available (restarting, or not enabled)"
+            ) from None
+        return api_response(reply.data, subject)
+
+    def forget_soon(self, suffix: str, body: dict[str, Any] | None = None) -> None:
+        """Any thread: send an API request whose answer nobody waits for (a best-effort cleanup)."""
+        runtime = self.runtime
+        if runtime.is_closed:
+            return
+        reply = runtime.expect_reply(_IGNORE, self.timeout)
+        runtime.send(reply_encoder(self.subject(suffix).encode(), None, api_payload(body))(reply))
 
     def paged(self, suffix: str, key: str, body: dict[str, Any]) -> Iterator[Any]:
         """The items of a paged list API, fetching the next page only when needed."""

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import tenacity
@@ -27,7 +27,7 @@ from ..client import Client
 from ..headers import HeadersInput
 from ..models import AccountInfo, ConsumerConfig, ConsumerInfo, PubAck, StreamConfig, StreamInfo
 from .api import JetStreamAPI
-from .consumers import Consumer
+from .consumers import Consumer, OrderedConsumer, OrderedConsumerConfig
 from .publish import (
     DEFAULT_MAX_PENDING,
     NO_CHECKS,
@@ -37,6 +37,9 @@ from .publish import (
     parse_pub_ack,
 )
 from .streams import Stream
+
+if TYPE_CHECKING:
+    from .advisories import Advisories
 
 __all__ = ["JetStream"]
 
@@ -188,6 +191,13 @@ class JetStream:
         """A handle on an existing consumer (its info is fetched); ConsumerNotFoundError otherwise."""
         return Consumer(self, self.consumer_info(stream, name))
 
+    def ordered_consumer(self, stream: str, config: OrderedConsumerConfig | None = None) -> OrderedConsumer:
+        """An ordered read of ``stream``: in order, gap-free, no acks, recreated after any fault (as nats.go's
+        OrderedConsumer). Creates its first server-side consumer now: StreamNotFoundError if there is no
+        stream."""
+        check_name("stream", stream)
+        return OrderedConsumer(self, stream, OrderedConsumerConfig() if config is None else config)
+
     def consumer_info(self, stream: str, name: str) -> ConsumerInfo:
         check_name("stream", stream)
         check_name("name", name)
@@ -280,6 +290,16 @@ class JetStream:
         """Wait until every asynchronous publish has resolved; TimeoutError otherwise."""
         self._runtime.check_usable()
         self._publisher.complete(check_timeout(timeout, self.timeout))
+
+    # -- what the server says -----------------------------------------------------------------------------
+    def advisories(
+        self, stream: str | None = None, consumer: str | None = None, kinds: Iterable[str] | None = None
+    ) -> Advisories:
+        """Typed events from ``$JS.EVENT.ADVISORY.>`` and ``$JS.EVENT.METRIC.>``, narrowed to ``stream``,
+        ``consumer`` and ``kinds``; use it as a context manager and iterate (see :class:`Advisories`)."""
+        from .advisories import open_advisories
+
+        return open_advisories(self, stream=stream, consumer=consumer, kinds=kinds)
 
 
 def _publish_options(options: PublishOptions | None, checks: dict[str, Any]) -> PublishOptions:

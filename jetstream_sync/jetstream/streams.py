@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from .. import errors
 from .._validate import check_int, check_subject
 from ..models import ConsumerConfig, ConsumerInfo, StoredMsg, StreamInfo
-from .consumers import Consumer
+from .consumers import Consumer, OrderedConsumer, OrderedConsumerConfig
 from .direct import direct_get_one
 
 if TYPE_CHECKING:
@@ -98,6 +98,10 @@ class Stream:
 
     def create_or_update_consumer(self, config: ConsumerConfig) -> Consumer:
         return self.jetstream.create_or_update_consumer(self.name, config)
+
+    def ordered_consumer(self, config: OrderedConsumerConfig | None = None) -> OrderedConsumer:
+        """An ordered read of this stream (see :meth:`JetStream.ordered_consumer`)."""
+        return self.jetstream.ordered_consumer(self.name, config)
 
     def consumer(self, name: str) -> Consumer:
         return self.jetstream.consumer(self.name, name)

@@ -2,8 +2,8 @@
 
 Layout: ``consumer.py`` (the handle), ``options.py`` (FetchOptions, ConsumeOptions), ``delivery.py`` (the
 DeliverySource / BatchSource protocols and the user handles over them), ``_pull.py`` (the pull engines),
-``_status.py`` (ADR-37's status table), ``_heartbeat.py`` (one heartbeat monitor for every delivery). Push and
-ordered consumers go here too (docs/ARCHITECTURE.md, "Where the next features go").
+``_status.py`` (ADR-37's status table), ``_heartbeat.py`` (one heartbeat monitor for every delivery),
+``ordered.py`` (OrderedConsumer) over ``_ordered.py`` (the consumer chain and the order-checking engines).
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from .delivery import (
     MessageBatch,
     MessagesIterator,
 )
-from .options import ConsumeOptions, FetchOptions, PullPlan
+from .options import ConsumeOptions, FetchOptions, OrderedConsumerConfig, PullPlan
+from .ordered import OrderedConsumer
 
 __all__ = [
     "BatchSource",
@@ -31,5 +32,7 @@ __all__ = [
     "FetchOptions",
     "MessageBatch",
     "MessagesIterator",
+    "OrderedConsumer",
+    "OrderedConsumerConfig",
     "PullPlan",
 ]

@@ -80,6 +80,14 @@ class _PullEngine(abc.ABC):
     async def _subscribe(self) -> None:
         self._nats_sub = await self.runtime.subscribe_async(self.inbox, self._on_message)
 
+    async def _resubscribe(self) -> None:
+        """IO thread: drop the inbox and listen on a fresh one, so nothing sent to the old one (late messages
+        and statuses of a replaced consumer) can reach this engine again."""
+        self._unsubscribe()
+        self.inbox = self.runtime.new_inbox()
+        self._inbox_b = self.inbox.encode()
+        await self._subscribe()
+
     def _unsubscribe(self) -> None:
         """IO thread: drop the subscription (fire and forget)."""
         sub, self._nats_sub = self._nats_sub, None
@@ -391,13 +399,10 @@ class ContinuousPull(_PullEngine):
         if self.options.by_bytes:
             self.pending_bytes = max(0, self.pending_bytes - bytes_left)
         kind, exc = classify(status, description)
-        log.debug(
-            "consume %s: status %d %s (pending %d msgs)", self.label, status, description, self.pending_msgs
-        )
+        log.debug("consume %s: status %d %s (pending %d msgs)", self.label, status, description, self.pending_msgs)
         if kind is StatusKind.TERMINAL:
             assert exc is not None
-            self._report(exc)
-            self._end(exc)
+            self._on_terminal(exc)
             return
         if kind is StatusKind.WARNING:
             self.warnings += 1
@@ -409,6 +414,11 @@ class ContinuousPull(_PullEngine):
             self._retry_later(exc)
             return
         self._pull()
+
+    def _on_terminal(self, exc: errors.JetStreamError) -> None:
+        """IO thread: a status that ends this consumer (deleted, bad request): report, end after the buffer."""
+        self._report(exc)
+        self._end(exc)
 
     def _retry_later(self, exc: BaseException | None) -> None:
         """503 on a pull: the consumer or JetStream is not there (yet, after a restart); try again, backing off."""

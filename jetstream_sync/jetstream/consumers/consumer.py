@@ -25,7 +25,7 @@ from .options import DEFAULT_EXPIRES, ConsumeOptions, FetchOptions
 if TYPE_CHECKING:
     from ..context import JetStream
 
-__all__ = ["Consumer"]
+__all__ = ["Consumer", "check_callable", "reporter"]
 
 log = logging.getLogger("jetstream_sync")
 
@@ -107,10 +107,10 @@ class Consumer:
         runtime = self._runtime
         runtime.check_usable()
         if error_handler is not None:
-            _check_callable("error_handler", error_handler)
+            check_callable("error_handler", error_handler)
         plan = options_from(ConsumeOptions, options, kwargs, "consume").plan()
         target = self._pull_target
-        return ContinuousPull(runtime, target, plan, _reporter(target.label, error_handler, runtime))
+        return ContinuousPull(runtime, target, plan, reporter(target.label, error_handler, runtime))
 
     def messages(
         self,
@@ -142,7 +142,7 @@ class Consumer:
         exceptions from the handler) go to ``error_handler`` on the client's watchdog thread; terminal ones end
         the consume.
         """
-        _check_callable("handler", handler)
+        check_callable("handler", handler)
         pull = self._continuous(options, kwargs, error_handler)
         context = ConsumeContext(pull, handler)
         pull.start(self.jetstream.timeout)
@@ -150,14 +150,14 @@ class Consumer:
         return context
 
 
-def _reporter(label: str, handler: ErrorHandler | None, runtime: Runtime) -> Callable[[BaseException], None]:
+def reporter(label: str, handler: ErrorHandler | None, runtime: Runtime) -> Callable[[BaseException], None]:
     """Where a consume's asynchronous errors go: the user's handler on the watchdog thread, or the log."""
     if handler is None:
         return lambda exc: log.warning("consume %s: %s", label, exc)
     return lambda exc: runtime.run_on_watchdog(handler, exc)
 
 
-def _check_callable(field: str, fn: object) -> None:
+def check_callable(field: str, fn: object) -> None:
     if not callable(fn):
         raise errors.InvalidTypeError(field, "must be callable")
     if asyncio.iscoroutinefunction(fn):

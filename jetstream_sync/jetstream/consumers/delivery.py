@@ -59,6 +59,9 @@ class ConsumeStats:
     reconnect_pulls: int
     warnings: int
     statuses: dict[int, int]
+    #: ordered consumers: how many times the server-side consumer was recreated, and why
+    resets: int = 0
+    reset_reasons: dict[str, int] = attrs.field(factory=dict)
 
 
 class BatchSource(Protocol):

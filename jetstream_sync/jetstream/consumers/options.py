@@ -8,16 +8,20 @@ bad options fail before anything is sent, naming the option. The engines read th
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import attrs
 
 from ... import errors
-from ..._validate import check_int, to_seconds
+from ..._validate import check_int, check_name, check_subject, to_seconds
+from ...models import ConsumerConfig, DeliverPolicy, ReplayPolicy
+from ...models.consumer import _deliver_policy, _replay_policy  # the enum converters, defined once
 
 __all__ = [
     "BATCH_FOR_MAX_BYTES",
+    "DEFAULT_INACTIVE_THRESHOLD",
+    "OrderedConsumerConfig",
     "DEFAULT_EXPIRES",
     "DEFAULT_MAX_MESSAGES",
     "ConsumeOptions",
@@ -186,3 +190,76 @@ class FetchOptions:
     def pull_expires(self) -> float:
         """The server-side expiry of the pull (0 for no_wait)."""
         return 0.0 if self.no_wait else self.expires
+
+
+# -- ordered consumers ----------------------------------------------------------------------------------------
+DEFAULT_INACTIVE_THRESHOLD = 300.0
+
+
+def _filters(value: object) -> list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        raise errors.InvalidTypeError("filter_subjects", "must be a list of subjects; wrap one subject: [subject]")
+    try:
+        subjects = list(value)  # type: ignore[call-overload]
+    except TypeError:
+        raise errors.InvalidTypeError(
+            "filter_subjects", f"must be a list of subjects, got {type(value).__name__}"
+        ) from None
+    for subject in subjects:
+        check_subject("filter_subjects", subject, wildcards=True)
+    return subjects or None
+
+
+def _inactive(value: float | timedelta) -> float:
+    return to_seconds("inactive_threshold", value)
+
+
+def _attempts(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
+    if value is not None:
+        check_int(attr.name, value, minimum=1)
+
+
+def _prefix(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
+    if value is not None:
+        check_name(attr.name, value)
+
+
+@attrs.frozen(kw_only=True)
+class OrderedConsumerConfig:
+    """What an ordered consumer reads (as nats.go's ``OrderedConsumerConfig``).
+
+    The client creates and replaces the server-side consumers itself: ephemeral, AckNone, max_deliver 1, R1,
+    memory storage, named ``<name_prefix>_<n>``. ``deliver_policy`` (with ``opt_start_seq`` /
+    ``opt_start_time``) only places the first one; later ones start after the last message delivered.
+    ``max_reset_attempts`` bounds how many times in a row recreating may fail (None: never give up) before
+    OrderedConsumerResetError ends the read. ``inactive_threshold`` (5 min) is how long the server keeps a
+    consumer nobody reads.
+    """
+
+    filter_subjects: list[str] | None = attrs.field(default=None, converter=_filters)
+    deliver_policy: DeliverPolicy = attrs.field(default=DeliverPolicy.ALL, converter=_deliver_policy)
+    opt_start_seq: int | None = attrs.field(default=None)
+    opt_start_time: datetime | None = attrs.field(default=None)
+    replay_policy: ReplayPolicy = attrs.field(default=ReplayPolicy.INSTANT, converter=_replay_policy)
+    inactive_threshold: float = attrs.field(default=DEFAULT_INACTIVE_THRESHOLD, converter=_inactive)
+    headers_only: bool = attrs.field(default=False, validator=_bool)
+    max_reset_attempts: int | None = attrs.field(default=None, validator=_attempts)
+    metadata: dict[str, str] | None = attrs.field(default=None)
+    name_prefix: str | None = attrs.field(default=None, validator=_prefix)
+
+    def __attrs_post_init__(self) -> None:
+        # The cross-field rules (start sequence and time against the deliver policy, metadata types) are the
+        # server config's: building one checks them now, naming the field to fix.
+        self.first_config()
+
+    def first_config(self) -> ConsumerConfig:
+        """The configuration the first server-side consumer gets (before any message was delivered)."""
+        return ConsumerConfig(
+            deliver_policy=self.deliver_policy,
+            opt_start_seq=self.opt_start_seq,
+            opt_start_time=self.opt_start_time,
+            metadata=self.metadata,
+            replay_policy=self.replay_policy,
+        )

@@ -1,0 +1,436 @@
+"""The machinery of ordered consumers: the chain of server-side consumers, and the pull engines that check order.
+
+An ordered consumer is a chain of ephemeral, AckNone, R1 memory consumers: each one starts after the last
+stream sequence the previous one delivered in order. :class:`ConsumerChain` creates the links (on a user
+thread for fetch, on the IO thread for a continuous pull) and deletes the old one best-effort.
+:class:`OrderedPull` is the continuous pull that checks every message's consumer sequence on the IO thread
+and, on a gap, a missed heartbeat, a deleted consumer, "no responders" or a reconnect, moves to a new link
+under the same buffer and readers. :class:`OrderedBatch` does the same check for one fetch, on the reading
+thread. See docs/ARCHITECTURE.md, "Ordered consumers".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from ... import errors
+from ..._protocol import ACK_PREFIX, ack_position
+from ..._runtime import BufferFinished, Runtime
+from ...message import Msg
+from ...models import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy
+from ._pull import ContinuousPull, FetchPull, PullTarget
+from .delivery import ConsumeStats
+from .options import OrderedConsumerConfig, PullPlan
+
+if TYPE_CHECKING:
+    from ..api import JetStreamAPI
+
+__all__ = ["ConsumerChain", "OrderedBatch", "OrderedPull", "RESET_BACKOFF_MAX"]
+
+log = logging.getLogger("jetstream_sync")
+
+RESET_BACKOFF_FIRST = 0.25
+RESET_BACKOFF_MAX = 5.0
+
+
+def next_backoff(delay: float) -> float:
+    return min(delay * 2, RESET_BACKOFF_MAX)
+
+
+class ConsumerChain:
+    """The successive server-side consumers of one ordered consumer: ``<prefix>_<serial>``.
+
+    ``current`` is the live link's name. Creating a link never reuses a name, so a late message or status of
+    an old link can always be told apart by the consumer name in its ack subject.
+    """
+
+    def __init__(self, api: JetStreamAPI, stream: str, config: OrderedConsumerConfig, *, push: bool = False) -> None:
+        self.api = api
+        self.stream = stream
+        self.config = config
+        self.push = push
+        self.prefix = config.name_prefix or api.runtime.new_token()
+        self.serial = 0
+        self.current: str | None = None
+        self.current_info: ConsumerInfo | None = None
+
+    @property
+    def max_attempts(self) -> int | None:
+        return self.config.max_reset_attempts
+
+    def _request(self, start_seq: int, deliver_subject: str | None, heartbeat: float | None) -> tuple[str, Any]:
+        self.serial += 1
+        name = f"{self.prefix}_{self.serial}"
+        config = self.server_config(name, start_seq, deliver_subject, heartbeat)
+        body = {"stream_name": self.stream, "config": config.to_json(), "action": "create"}
+        return f"CONSUMER.CREATE.{self.stream}.{name}", body
+
+    def server_config(
+        self, name: str, start_seq: int, deliver_subject: str | None = None, heartbeat: float | None = None
+    ) -> ConsumerConfig:
+        """The configuration of one link; from ``start_seq`` when some messages were already delivered."""
+        cfg = self.config
+        filters = cfg.filter_subjects or []
+        policy, opt_seq, opt_time = cfg.deliver_policy, cfg.opt_start_seq, cfg.opt_start_time
+        if start_seq > 0:
+            policy, opt_seq, opt_time = DeliverPolicy.BY_START_SEQUENCE, start_seq, None
+        return ConsumerConfig(
+            name=name,
+            deliver_policy=policy,
+            opt_start_seq=opt_seq,
+            opt_start_time=opt_time,
+            ack_policy=AckPolicy.NONE,
+            max_deliver=1,
+            mem_storage=True,
+            num_replicas=1,
+            inactive_threshold=cfg.inactive_threshold,
+            headers_only=True if cfg.headers_only else None,
+            metadata=cfg.metadata,
+            replay_policy=cfg.replay_policy,
+            filter_subject=filters[0] if len(filters) == 1 else None,
+            filter_subjects=filters if len(filters) > 1 else None,
+            deliver_subject=deliver_subject,
+            flow_control=True if deliver_subject else None,
+            idle_heartbeat=heartbeat if deliver_subject else None,
+        )
+
+    def _adopt(self, response: dict[str, Any]) -> ConsumerInfo:
+        info = ConsumerInfo.from_json(response)
+        self.current = info.name
+        self.current_info = info
+        return info
+
+    def create(self, start_seq: int, timeout: float, deliver_subject: str | None = None) -> ConsumerInfo:
+        """User thread: create the next link (delivering from ``start_seq``, or per the config when 0)."""
+        suffix, body = self._request(start_seq, deliver_subject, None)
+        return self._adopt(self.api.request(suffix, body, timeout))
+
+    async def create_io(
+        self, start_seq: int, deliver_subject: str | None = None, heartbeat: float | None = None
+    ) -> ConsumerInfo:
+        """IO thread: the same, awaited on the loop."""
+        suffix, body = self._request(start_seq, deliver_subject, heartbeat)
+        return self._adopt(await self.api.request_io(suffix, body))
+
+    def delete_current_soon(self) -> None:
+        """Any thread: delete the live link without waiting (it also goes by itself after inactive_threshold)."""
+        name, self.current = self.current, None
+        if name is not None:
+            self.api.forget_soon(f"CONSUMER.DELETE.{self.stream}.{name}")
+
+    def start_floor(self, info: ConsumerInfo) -> int:
+        """The stream sequence a new link ``info`` starts after, before anything was delivered: a reset before
+        the first message keeps that starting point (DeliverPolicy.NEW stays "new as of the first link").
+        last_per_subject has no single such point and keeps its policy (0)."""
+        if self.config.deliver_policy is DeliverPolicy.LAST_PER_SUBJECT:
+            return 0
+        return info.delivered.stream_seq
+
+    def pull_target(self, info: ConsumerInfo) -> PullTarget:
+        return PullTarget(
+            stream=self.stream,
+            consumer=info.name,
+            next_subject=self.api.subject(f"CONSUMER.MSG.NEXT.{self.stream}.{info.name}").encode(),
+            ack_none=True,
+        )
+
+
+class OrderedPull(ContinuousPull):
+    """A continuous pull over a :class:`ConsumerChain`: in order, gap-free, no duplicates, self-healing.
+
+    IO-thread state: ``stream_seq`` / ``consumer_seq`` (the last message accepted), ``resetting``. A message is
+    accepted only if it comes from the live link with the next consumer sequence; anything else starts a
+    reset. The user side only records the last message handed out (``last_handed``), which the handle reads
+    once this pull ended to continue from there.
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        chain: ConsumerChain,
+        first: ConsumerInfo | None,
+        start_seq: int,
+        plan: PullPlan,
+        report: Callable[[BaseException], None],
+        *,
+        until_drained: bool = False,
+    ) -> None:
+        placeholder = PullTarget(chain.stream, "", b"", True) if first is None else chain.pull_target(first)
+        super().__init__(runtime, placeholder, plan, report)
+        self.chain = chain
+        self._first = first
+        self.until_drained = until_drained
+        # IO thread only
+        self.stream_seq = start_seq - 1 if start_seq > 0 else 0
+        self.consumer_seq = 0
+        self._consumer_b = placeholder.consumer.encode()
+        self.resetting = False
+        self.resets = 0
+        self.reset_reasons: Counter[str] = Counter()
+        self.reset_failures = 0
+        # user side only
+        self.last_handed: Msg | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------------------
+    async def _start(self) -> None:
+        await self._subscribe()
+        self.runtime.add_listener(self)
+        self.connected = self.runtime.is_connected
+        info = self._first
+        self._first = None
+        if info is None:
+            try:
+                info = await self.chain.create_io(self.stream_seq + 1 if self.stream_seq else 0)
+            except BaseException:
+                self.stopped = True
+                self._shutdown()
+                raise
+        self._use(info)
+
+    def _caught_up(self) -> None:
+        """IO thread (until_drained): nothing is pending past what was received; end after the buffer."""
+        log.debug("ordered %s: caught up at stream sequence %d", self.label, self.stream_seq)
+        self.draining = True
+        self._drain()
+
+    @property
+    def finished(self) -> bool:
+        """Any thread: over for its reader: stopped, or ended with every received message handed out."""
+        return self.halted or (self.buffer.ended and self.delivered >= self.received)
+
+    def _use(self, info: ConsumerInfo) -> None:
+        """IO thread: read from the link ``info`` from now on (its consumer sequence starts at 1)."""
+        if self.stream_seq == 0:
+            self.stream_seq = self.chain.start_floor(info)
+        target = self.chain.pull_target(info)
+        self._consumer_b = target.consumer.encode()
+        self.consumer_seq = 0
+        if self.until_drained and info.num_pending == 0:
+            self.target = target
+            self._caught_up()
+            return
+        self.retarget(target)
+
+    def _shutdown(self) -> None:
+        super()._shutdown()
+        self.chain.delete_current_soon()
+
+    # -- messages (IO thread) ---------------------------------------------------------------------------
+    def _on_message(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
+        if self.stopped or self.resetting:
+            return
+        if not reply.startswith(ACK_PREFIX):
+            super()._on_message(subject, reply, data, headers)
+            return
+        self.heartbeat.touch()
+        position = ack_position(reply)
+        if position is None or position.consumer != self._consumer_b:
+            return  # not from the live link
+        if position.consumer_seq != self.consumer_seq + 1:
+            self._reset(f"gap (consumer sequence {position.consumer_seq}, expected {self.consumer_seq + 1})", "gap")
+            return
+        self.consumer_seq = position.consumer_seq
+        self.stream_seq = position.stream_seq
+        self.received += 1
+        self.buffer.put(self._make_msg(subject, reply, data, headers))
+        if self.until_drained and position.num_pending == 0:
+            self._caught_up()
+
+    def _pull(self) -> None:
+        if not self.resetting:
+            super()._pull()
+
+    # -- reset triggers (IO thread) ---------------------------------------------------------------------
+    def _on_terminal(self, exc: errors.JetStreamError) -> None:
+        if isinstance(exc, errors.ConsumerDeletedError):
+            self._reset("the consumer was deleted", "consumer deleted")
+        else:
+            super()._on_terminal(exc)
+
+    def _retry_later(self, exc: BaseException | None) -> None:
+        self._reset("no responders for a pull", "no responders")
+
+    def _on_missed_heartbeat(self) -> None:
+        self.heartbeats_missed += 1
+        self._reset(f"nothing from the server for {2 * self.options.idle_heartbeat:g}s", "missed heartbeat")
+
+    def on_reconnected(self) -> None:
+        self.connected = True
+        self.reconnect_pulls += 1
+        self._reset("reconnected", "reconnect")
+
+    def _owes_us(self) -> bool:
+        return not self.resetting and super()._owes_us()
+
+    # -- resetting --------------------------------------------------------------------------------------
+    def _reset(self, why: str, reason: str) -> None:
+        """IO thread: leave the current link and build the next one after ``stream_seq``."""
+        if self.resetting or self.stopped or self.draining:
+            return
+        log.info("ordered %s: resetting after stream sequence %d: %s", self.label, self.stream_seq, why)
+        self.resetting = True
+        self.reset_reasons[reason] += 1
+        self._unsubscribe()
+        self.chain.delete_current_soon()
+        self.runtime.spawn(self._recreate())
+
+    async def _recreate(self) -> None:
+        delay = RESET_BACKOFF_FIRST
+        attempts = 0
+        while not self.stopped:
+            try:
+                await self._resubscribe()
+                info = await self.chain.create_io(self.stream_seq + 1 if self.stream_seq else 0)
+            except errors.JetStreamError as exc:
+                if self.stopped or self.runtime.is_closed:
+                    return
+                attempts += 1
+                self.reset_failures += 1
+                limit = self.chain.max_attempts
+                if limit is not None and attempts >= limit:
+                    failure = errors.OrderedConsumerResetError(
+                        f"ordered consumer on {self.chain.stream}: could not recreate its consumer in {attempts} "
+                        f"attempt(s) (max_reset_attempts={limit}); last error: {exc}"
+                    )
+                    failure.__cause__ = exc
+                    self.resetting = False
+                    self._report(failure)
+                    self._end(failure)
+                    return
+                log.debug("ordered %s: reset attempt %d failed: %s", self.label, attempts, exc)
+                self._report(exc)
+                await asyncio.sleep(delay)
+                delay = next_backoff(delay)
+            else:
+                self._adopt_link(info)
+                return
+
+    def _adopt_link(self, info: ConsumerInfo) -> None:
+        """IO thread: a reset succeeded; read from the new link unless the pull was stopped meanwhile."""
+        if self.stopped:
+            self.chain.delete_current_soon()
+            return
+        self.resetting = False
+        self.resets += 1
+        self._use(info)
+
+    # -- the user side ----------------------------------------------------------------------------------
+    def handed_out(self, msg: Msg) -> None:
+        self.last_handed = msg
+        super().handed_out(msg)
+
+    def next_start(self, fallback: int) -> int:
+        """After this pull ended: the stream sequence a successor starts from (what the user has not seen)."""
+        msg = self.last_handed
+        return fallback if msg is None else msg.metadata.sequence.stream + 1
+
+    def stats(self) -> ConsumeStats:
+        return attrs.evolve(super().stats(), resets=self.resets, reset_reasons=dict(self.reset_reasons))
+
+
+#: what ends an ordered fetch's pull but not the fetch: the link is replaced and the fetch goes on
+_RESET_ERRORS = (errors.ConsumerDeletedError, errors.ConsumerNotFoundError, errors.MissedHeartbeatError)
+
+#: renew(messages_left, bytes_left) -> a started pull on a new link, or None when the fetch should end
+Renew = Callable[[int, int], "FetchPull | None"]
+
+
+class OrderedBatch:
+    """One fetch of an ordered consumer (a :class:`BatchSource`), checking order on the reading thread.
+
+    A message out of order, a deleted consumer, "no responders" or a missed heartbeat replace the link
+    (through ``renew``) and the fetch goes on for what is left of its count and time; when it cannot, it ends
+    quietly and the next read replaces the link.
+    """
+
+    def __init__(self, owner: OrderedFetchState, pull: FetchPull, renew: Renew, deadline: float) -> None:
+        self.owner = owner
+        self.pull = pull
+        #: the fetch's client-side deadline (a renewed pull gets what is left of it)
+        self.deadline = deadline
+        self.superseded = False
+        self.ended = False  # the reader gave up (deadline, error): no longer in progress, whatever the IO thread
+        self.renewing = False
+        self._renew = renew
+        self._consumer = pull.target.consumer
+        self._taken = 0
+        self._taken_bytes = 0
+        self._received_before = 0
+
+    @property
+    def in_progress(self) -> bool:
+        return not self.ended and (self.renewing or not self.pull.done)
+
+    @property
+    def label(self) -> str:
+        return self.pull.label
+
+    @property
+    def received(self) -> int:
+        return self._received_before + self.pull.received
+
+    def _replace_link(self, why: str) -> bool:
+        """Reader thread: move to a new link for the rest of the fetch; False when the fetch must end."""
+        self.owner.needs_reset = why
+        self.pull.cancel()
+        options = self.pull.options
+        left = options.batch - self._taken
+        left_bytes = options.max_bytes - self._taken_bytes if options.max_bytes else 0
+        if left <= 0 or (options.max_bytes and left_bytes <= 0) or self.superseded:
+            return False
+        self.renewing = True
+        try:
+            pull = self._renew(left, left_bytes)
+        finally:
+            self.renewing = False
+        if pull is None:
+            return False
+        self._received_before += self.pull.received
+        self.pull = pull
+        self._consumer = pull.target.consumer
+        return True
+
+    def take(self, timeout: float) -> Msg:
+        owner = self.owner
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.superseded:
+                raise BufferFinished()
+            try:
+                msg = self.pull.take(max(0.0, deadline - time.monotonic()))
+            except _RESET_ERRORS as exc:
+                if self._replace_link(type(exc).__name__):
+                    continue
+                raise BufferFinished() from None
+            meta = msg.metadata
+            if meta.consumer != self._consumer:
+                continue
+            if meta.sequence.consumer != owner.consumer_seq + 1:
+                if self._replace_link("gap"):
+                    continue
+                raise BufferFinished()
+            owner.consumer_seq = meta.sequence.consumer
+            owner.stream_seq = meta.sequence.stream
+            self._taken += 1
+            self._taken_bytes += msg.size
+            return msg
+
+    def cancel(self) -> None:
+        self.ended = True
+        self.pull.cancel()
+
+
+class OrderedFetchState:
+    """The cursor a handle's fetches share: the last message returned, and whether the link must be replaced."""
+
+    def __init__(self) -> None:
+        self.stream_seq = 0
+        self.consumer_seq = 0
+        self.needs_reset: str | None = None

@@ -1,0 +1,337 @@
+"""OrderedConsumer: read a stream in order, without gaps or duplicates, without acks, through any fault.
+
+As nats.go's ``OrderedConsumer``: the client owns a chain of ephemeral server-side consumers and replaces the
+live one after the last message it delivered whenever order cannot be guaranteed (a consumer-sequence gap, a
+missed heartbeat, a deleted consumer, "no responders", a reconnect). Reading works as on a :class:`Consumer`
+(fetch, fetch_bytes, fetch_no_wait, next, messages, consume), one read at a time; ``until_drained=True``
+turns ``messages()`` and ``consume()`` into a snapshot that ends when caught up (what KV ``keys()`` and
+``history()`` are built on).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from ... import errors
+from ..._runtime import Runtime
+from ..._validate import options_from, to_seconds
+from ...message import Msg
+from ...models import ConsumerInfo
+from ._ordered import RESET_BACKOFF_FIRST, ConsumerChain, OrderedBatch, OrderedFetchState, OrderedPull, next_backoff
+from ._pull import FetchPull, PullTarget
+from .consumer import check_callable, reporter
+from .delivery import ConsumeContext, ErrorHandler, MessageBatch, MessagesIterator
+from .options import DEFAULT_EXPIRES, ConsumeOptions, FetchOptions, OrderedConsumerConfig
+
+if TYPE_CHECKING:
+    from ..context import JetStream
+
+__all__ = ["OrderedConsumer"]
+
+log = logging.getLogger("jetstream_sync")
+
+_FETCH_GRACE = 1.0
+
+
+class OrderedConsumer:
+    """A handle on an ordered read of one stream. Thread-safe; reads one place at a time.
+
+    ``stream_sequence`` is the stream sequence of the last message handed out; the next read (of any kind)
+    continues after it. A second concurrent read raises OrderedConsumerInUseError, as in nats.go.
+    """
+
+    def __init__(self, js: JetStream, stream: str, config: OrderedConsumerConfig) -> None:
+        if not isinstance(config, OrderedConsumerConfig):
+            raise errors.InvalidTypeError("config", f"must be an OrderedConsumerConfig, got {type(config).__name__}")
+        #: the JetStream context this handle was made by
+        self.jetstream = js
+        self.stream_name = stream
+        self.config = config
+        self._runtime: Runtime = js.client.runtime
+        self._chain = ConsumerChain(js.api, stream, config)
+        self._lock = threading.Lock()
+        self._cursor = OrderedFetchState()
+        # The first link is created now, so a missing stream or a bad config fails here; the first read uses it.
+        self._fresh: ConsumerInfo | None = self._adopt_start(self._chain.create(0, js.timeout))
+        self.cached_info: ConsumerInfo = self._fresh
+        self._fetch_target: PullTarget | None = None
+        self._reconnects = self._runtime.reconnects
+        self._batch: OrderedBatch | None = None
+        self._pull: OrderedPull | None = None
+
+    def __repr__(self) -> str:
+        return f"<OrderedConsumer {self.stream_name!r} at stream sequence {self._cursor.stream_seq}>"
+
+    @property
+    def name(self) -> str | None:
+        """The name of the live server-side consumer (it changes with every reset)."""
+        return self._chain.current
+
+    @property
+    def stream_sequence(self) -> int:
+        """The stream sequence of the last message handed out (0 before the first)."""
+        return self._cursor.stream_seq
+
+    def info(self) -> ConsumerInfo:
+        """The live server-side consumer's info (ConsumerNotFoundError between a reset and the next read)."""
+        name = self._chain.current
+        if name is None:
+            raise errors.ConsumerNotFoundError(404, 10014, "the ordered consumer has no live server-side consumer now")
+        self.cached_info = self.jetstream.consumer_info(self.stream_name, name)
+        return self.cached_info
+
+    def _adopt_start(self, info: ConsumerInfo) -> ConsumerInfo:
+        """Before anything was delivered, the cursor starts where the first link does (see start_floor)."""
+        if self._cursor.stream_seq == 0:
+            self._cursor.stream_seq = self._chain.start_floor(info)
+        return info
+
+    def _start_seq(self) -> int:
+        seq = self._cursor.stream_seq
+        return seq + 1 if seq else 0
+
+    # -- one read at a time -----------------------------------------------------------------------------
+    def _claim(self) -> None:
+        """With the lock held: refuse a second concurrent read; take over the cursor of a finished one."""
+        pull = self._pull
+        if pull is not None:
+            if not pull.finished:
+                raise errors.OrderedConsumerInUseError(
+                    f"ordered consumer on {self.stream_name!r}: messages()/consume() is still running; stop it "
+                    "before reading again"
+                )
+            self._cursor.stream_seq = pull.next_start(self._cursor.stream_seq + 1) - 1
+            self._cursor.consumer_seq = 0
+            self._fetch_target = None  # the pull's links are gone (deleted when it ended)
+            self._pull = None
+        batch = self._batch
+        if batch is not None:
+            if batch.in_progress:
+                raise errors.OrderedConsumerInUseError(
+                    f"ordered consumer on {self.stream_name!r}: a fetch is still in progress; read it to the end "
+                    "(or let it expire) before the next one"
+                )
+            batch.superseded = True
+            self._batch = None
+
+    def _locked(self) -> threading.Lock:
+        if not self._lock.acquire(blocking=False):
+            raise errors.OrderedConsumerInUseError(
+                f"ordered consumer on {self.stream_name!r}: another thread is starting a read right now"
+            )
+        return self._lock
+
+    # -- fetch ------------------------------------------------------------------------------------------
+    def fetch(
+        self, max_messages: int | None = None, *, options: FetchOptions | None = None, **kwargs: Any
+    ) -> MessageBatch:
+        """Up to ``max_messages`` messages in order (keywords as :meth:`Consumer.fetch`)."""
+        if options is None:
+            kwargs["max_messages"] = max_messages
+        elif max_messages is not None:
+            raise errors.InvalidArgumentError("max_messages", "give it inside options= or as the argument, not both")
+        return self._fetch(options_from(FetchOptions, options, kwargs, "fetch"))
+
+    def fetch_bytes(self, max_bytes: int, **kwargs: Any) -> MessageBatch:
+        """Messages in order, up to ``max_bytes`` bytes."""
+        return self._fetch(options_from(FetchOptions, None, {"max_bytes": max_bytes, **kwargs}, "fetch"))
+
+    def fetch_no_wait(self, max_messages: int) -> MessageBatch:
+        """What is available now, in order, up to ``max_messages``."""
+        return self._fetch(FetchOptions(max_messages=max_messages, no_wait=True))
+
+    def next(
+        self, timeout: float | timedelta = DEFAULT_EXPIRES, *, idle_heartbeat: float | timedelta | None = None
+    ) -> Msg:
+        """The next message in order; TimeoutError when none comes within ``timeout`` seconds."""
+        seconds = to_seconds("timeout", timeout)
+        deadline = time.monotonic() + seconds
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0.001:
+                break
+            opts = FetchOptions(max_messages=1, expires=remaining, idle_heartbeat=idle_heartbeat)
+            for msg in self._fetch(opts):
+                return msg
+            if self._cursor.needs_reset is None and self._runtime.reconnects == self._reconnects:
+                break  # the pull expired normally: nothing came in time
+        raise errors.TimeoutError(f"no message from the ordered consumer on {self.stream_name!r} within {seconds:g}s")
+
+    def _fetch(self, options: FetchOptions) -> MessageBatch:
+        runtime = self._runtime
+        runtime.check_usable()
+        wait = self.jetstream.timeout if options.no_wait else options.expires + _FETCH_GRACE
+        deadline = time.monotonic() + wait
+        lock = self._locked()
+        try:
+            self._claim()
+            target = self._link_for_fetch(deadline)
+            pull = FetchPull(runtime, target, options)
+            batch = OrderedBatch(
+                self._cursor, pull, lambda left, left_bytes: self._renew(batch, left, left_bytes), deadline
+            )
+            self._batch = batch
+            pull.start()
+        finally:
+            lock.release()
+        return MessageBatch(batch, deadline)
+
+    def _renew(self, batch: OrderedBatch, left: int, left_bytes: int) -> FetchPull | None:
+        """Reader thread, in the middle of ``batch``: a new link and a pull for what is left of the fetch."""
+        options = batch.pull.options
+        with self._lock:
+            if batch.superseded or batch.ended:
+                return None
+            deadline = batch.deadline
+            remaining = deadline - time.monotonic() - _FETCH_GRACE
+            if not options.no_wait and remaining < 0.05:
+                return None
+            try:
+                target = self._link_for_fetch(deadline)
+            except errors.JetStreamError as exc:
+                log.debug("ordered %s: the fetch ends early: %s", self.stream_name, exc)
+                return None
+            heartbeat = options.idle_heartbeat
+            if heartbeat is not None and heartbeat * 2 > remaining:
+                heartbeat = None
+            rest = FetchOptions(
+                max_messages=left if options.max_messages is not None else None,
+                max_bytes=left_bytes or None,
+                expires=max(remaining, 0.05),
+                idle_heartbeat=heartbeat,
+                no_wait=options.no_wait,
+            )
+            pull = FetchPull(self._runtime, target, rest)
+            pull.start()
+            return pull
+
+    def _link_for_fetch(self, deadline: float) -> PullTarget:
+        """The live link to pull from, recreated first when order could not be guaranteed any more."""
+        fresh, self._fresh = self._fresh, None
+        if fresh is not None:
+            self._fetch_target = self._chain.pull_target(fresh)
+            self._cursor.consumer_seq = 0
+            return self._fetch_target
+        cursor = self._cursor
+        target = self._fetch_target
+        reason = cursor.needs_reset
+        if target is None or self._chain.current != target.consumer:
+            reason = reason or "new read"
+        elif self._runtime.reconnects != self._reconnects:
+            reason = "reconnect"
+        if reason is None:
+            assert target is not None
+            return target
+        log.debug("ordered %s: new consumer after stream sequence %d (%s)", self.stream_name, cursor.stream_seq, reason)
+        self._reconnects = self._runtime.reconnects
+        info = self._recreate(deadline)
+        cursor.needs_reset = None
+        cursor.consumer_seq = 0
+        self._fetch_target = self._chain.pull_target(info)
+        return self._fetch_target
+
+    def _recreate(self, deadline: float) -> ConsumerInfo:
+        """User thread: replace the live link, retrying with backoff until ``deadline`` or max_reset_attempts."""
+        chain = self._chain
+        delay = RESET_BACKOFF_FIRST
+        attempts = 0
+        while True:
+            chain.delete_current_soon()
+            timeout = max(0.1, min(self.jetstream.timeout, deadline - time.monotonic()))
+            try:
+                return self._adopt_start(chain.create(self._start_seq(), timeout))
+            except errors.JetStreamError as exc:
+                if isinstance(exc, (errors.InvalidArgumentError, errors.ConnectionClosedError)):
+                    raise
+                attempts += 1
+                limit = chain.max_attempts
+                if limit is not None and attempts >= limit:
+                    raise errors.OrderedConsumerResetError(
+                        f"ordered consumer on {self.stream_name!r}: could not recreate its consumer in {attempts} "
+                        f"attempt(s) (max_reset_attempts={limit}); last error: {exc}"
+                    ) from exc
+                if time.monotonic() + delay >= deadline:
+                    raise
+                log.debug("ordered %s: recreating failed (%s); retrying in %gs", self.stream_name, exc, delay)
+                self._pause(delay)
+                delay = next_backoff(delay)
+
+    def _pause(self, seconds: float) -> None:
+        """Back off between attempts, waking within 0.25 s when the client closes."""
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            self._runtime.check_usable()
+            time.sleep(min(left, 0.25))
+
+    # -- continuous reads -------------------------------------------------------------------------------
+    def _continuous(
+        self,
+        options: ConsumeOptions | None,
+        kwargs: dict[str, Any],
+        error_handler: ErrorHandler | None,
+        until_drained: bool,
+    ) -> OrderedPull:
+        runtime = self._runtime
+        runtime.check_usable()
+        if error_handler is not None:
+            check_callable("error_handler", error_handler)
+        if not isinstance(until_drained, bool):
+            raise errors.InvalidTypeError("until_drained", f"must be a bool, got {type(until_drained).__name__}")
+        plan = options_from(ConsumeOptions, options, kwargs, "consume").plan()
+        lock = self._locked()
+        try:
+            self._claim()
+            fresh, self._fresh = self._fresh, None
+            if fresh is None:
+                self._chain.delete_current_soon()  # a fetch's link; the pull makes its own from the cursor
+            pull = OrderedPull(
+                runtime,
+                self._chain,
+                fresh,
+                self._start_seq(),
+                plan,
+                reporter(f"ordered {self.stream_name}", error_handler, runtime),
+                until_drained=until_drained,
+            )
+            pull.start(self.jetstream.timeout)
+            self._pull = pull
+        finally:
+            lock.release()
+        return pull
+
+    def messages(
+        self,
+        *,
+        until_drained: bool = False,
+        options: ConsumeOptions | None = None,
+        error_handler: ErrorHandler | None = None,
+        **kwargs: Any,
+    ) -> MessagesIterator:
+        """An iterator over the stream in order (options as :meth:`Consumer.messages`).
+
+        With ``until_drained=True`` the iteration ends once every message pending when it caught up was
+        delivered (a snapshot); otherwise it runs until stopped. Resets are reported to ``error_handler`` only
+        when recreating the consumer fails; ``stats()`` counts them with their reasons.
+        """
+        return MessagesIterator(self._continuous(options, kwargs, error_handler, until_drained))
+
+    def consume(
+        self,
+        handler: Callable[[Msg], object],
+        *,
+        until_drained: bool = False,
+        options: ConsumeOptions | None = None,
+        error_handler: ErrorHandler | None = None,
+        **kwargs: Any,
+    ) -> ConsumeContext:
+        """Run ``handler(msg)`` for every message in order on the consume's own thread (see :meth:`messages`)."""
+        check_callable("handler", handler)
+        pull = self._continuous(options, kwargs, error_handler, until_drained)
+        context = ConsumeContext(pull, handler)
+        context.start()
+        return context
