@@ -22,8 +22,11 @@ from .jetstream import (
     MessagesIterator,
     OrderedConsumer,
     OrderedConsumerConfig,
+    OrderedPushConsumer,
     PublishOptions,
     PullPlan,
+    PushConsumer,
+    PushOptions,
     Stream,
 )
 from .jetstream.consumers import ErrorHandler
@@ -75,6 +78,9 @@ __all__ = [
     "MessagesIterator",
     "OrderedConsumer",
     "OrderedConsumerConfig",
+    "OrderedPushConsumer",
+    "PushConsumer",
+    "PushOptions",
     "PublishOptions",
     "Runtime",
     "SequencePair",

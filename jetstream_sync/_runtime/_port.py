@@ -351,9 +351,9 @@ class Runtime:
         """Blocking: subscribe with ``handler`` called on the IO thread for each message."""
         return self._io.call(self._nc.fast_subscribe(subject, queue, handler), timeout, "subscribe")
 
-    async def subscribe_async(self, subject: str, handler: Handler) -> NatsSubscription:
+    async def subscribe_async(self, subject: str, handler: Handler, queue: str = "") -> NatsSubscription:
         """IO thread: the same, awaited by code already on the loop."""
-        return await self._nc.fast_subscribe(subject, "", handler)
+        return await self._nc.fast_subscribe(subject, queue, handler)
 
     def unsubscribe(self, sub: NatsSubscription, timeout: float) -> None:
         """Blocking: stop the subscription; the server sees the UNSUB before this returns."""

@@ -22,7 +22,10 @@ from .consumers import (
     MessagesIterator,
     OrderedConsumer,
     OrderedConsumerConfig,
+    OrderedPushConsumer,
     PullPlan,
+    PushConsumer,
+    PushOptions,
 )
 from .context import JetStream
 from .publish import PublishOptions
@@ -42,6 +45,9 @@ __all__ = [
     "MessagesIterator",
     "OrderedConsumer",
     "OrderedConsumerConfig",
+    "OrderedPushConsumer",
+    "PushConsumer",
+    "PushOptions",
     "PublishOptions",
     "PullPlan",
     "Stream",

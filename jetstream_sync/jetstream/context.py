@@ -27,7 +27,14 @@ from ..client import Client
 from ..headers import HeadersInput
 from ..models import AccountInfo, ConsumerConfig, ConsumerInfo, PubAck, StreamConfig, StreamInfo
 from .api import JetStreamAPI
-from .consumers import Consumer, OrderedConsumer, OrderedConsumerConfig
+from .consumers import (
+    Consumer,
+    OrderedConsumer,
+    OrderedConsumerConfig,
+    OrderedPushConsumer,
+    PushConsumer,
+    check_push_config,
+)
 from .publish import (
     DEFAULT_MAX_PENDING,
     NO_CHECKS,
@@ -152,7 +159,7 @@ class JetStream:
         return AccountInfo.from_json(self.api.request("INFO"))
 
     # -- consumers --------------------------------------------------------------------------------------
-    def _consumer_request(self, stream: str, config: ConsumerConfig, action: str) -> Consumer:
+    def _consumer_request(self, stream: str, config: ConsumerConfig, action: str) -> ConsumerInfo:
         check_name("stream", stream)
         if not isinstance(config, ConsumerConfig):
             raise errors.InvalidTypeError("config", f"must be a ConsumerConfig, got {type(config).__name__}")
@@ -163,18 +170,20 @@ class JetStream:
         body: dict[str, Any] = {"stream_name": stream, "config": config.to_json()}
         if action:
             body["action"] = action
-        info = ConsumerInfo.from_json(self.api.request(f"CONSUMER.CREATE.{stream}.{name}", body))
-        return Consumer(self, info)
+        return ConsumerInfo.from_json(self.api.request(f"CONSUMER.CREATE.{stream}.{name}", body))
 
     def create_consumer(self, stream: str, config: ConsumerConfig) -> Consumer:
         """Create a consumer; ConsumerExistsError when it exists with a different configuration.
 
         A config without name or durable_name makes an ephemeral consumer with a generated name.
         """
-        return self._consumer_request(stream, config, "create")
+        return Consumer(self, self._consumer_request(stream, config, "create"))
 
     def update_consumer(self, stream: str, config: ConsumerConfig) -> Consumer:
         """Update a consumer; ConsumerNotFoundError when it does not exist."""
+        return Consumer(self, self._update_consumer(stream, config))
+
+    def _update_consumer(self, stream: str, config: ConsumerConfig) -> ConsumerInfo:
         if not (config.name or config.durable_name):
             raise errors.InvalidArgumentError("config.name", "update_consumer needs the consumer's name")
         try:
@@ -185,7 +194,41 @@ class JetStream:
             raise
 
     def create_or_update_consumer(self, stream: str, config: ConsumerConfig) -> Consumer:
-        return self._consumer_request(stream, config, "")
+        return Consumer(self, self._consumer_request(stream, config, ""))
+
+    # -- push consumers -------------------------------------------------------------------------------------
+    def create_push_consumer(self, stream: str, config: ConsumerConfig) -> PushConsumer:
+        """Create a push consumer (``config.deliver_subject`` set); ConsumerExistsError when it exists with a
+        different configuration. A deliver_group with flow control or heartbeats is refused before sending."""
+        check_push_config(config)
+        return PushConsumer(self, self._consumer_request(stream, config, "create"))
+
+    def update_push_consumer(self, stream: str, config: ConsumerConfig) -> PushConsumer:
+        check_push_config(config)
+        return PushConsumer(self, self._update_consumer(stream, config))
+
+    def create_or_update_push_consumer(self, stream: str, config: ConsumerConfig) -> PushConsumer:
+        check_push_config(config)
+        return PushConsumer(self, self._consumer_request(stream, config, ""))
+
+    def push_consumer(self, stream: str, name: str) -> PushConsumer:
+        """A handle on an existing push consumer; PullSubscribeRequiredError when it is a pull consumer."""
+        info = self.consumer_info(stream, name)
+        if not info.config.deliver_subject:
+            raise errors.PullSubscribeRequiredError(
+                f"{stream}/{name} is a pull consumer (no deliver_subject); use js.consumer() and fetch or consume"
+            )
+        return PushConsumer(self, info)
+
+    def ordered_push_consumer(
+        self, stream: str, config: OrderedConsumerConfig | None = None, *, idle_heartbeat: float = 5.0
+    ) -> OrderedPushConsumer:
+        """An ordered read of ``stream`` over push delivery (flow control, heartbeats every ``idle_heartbeat``
+        seconds, no acks); the server-side consumer is created when reading starts."""
+        check_name("stream", stream)
+        return OrderedPushConsumer(
+            self, stream, OrderedConsumerConfig() if config is None else config, idle_heartbeat=idle_heartbeat
+        )
 
     def consumer(self, stream: str, name: str) -> Consumer:
         """A handle on an existing consumer (its info is fetched); ConsumerNotFoundError otherwise."""

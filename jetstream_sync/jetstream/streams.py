@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from .. import errors
 from .._validate import check_int, check_subject
 from ..models import ConsumerConfig, ConsumerInfo, StoredMsg, StreamInfo
-from .consumers import Consumer, OrderedConsumer, OrderedConsumerConfig
+from .consumers import Consumer, OrderedConsumer, OrderedConsumerConfig, OrderedPushConsumer, PushConsumer
 from .direct import direct_get_one
 
 if TYPE_CHECKING:
@@ -98,6 +98,23 @@ class Stream:
 
     def create_or_update_consumer(self, config: ConsumerConfig) -> Consumer:
         return self.jetstream.create_or_update_consumer(self.name, config)
+
+    def create_push_consumer(self, config: ConsumerConfig) -> PushConsumer:
+        return self.jetstream.create_push_consumer(self.name, config)
+
+    def update_push_consumer(self, config: ConsumerConfig) -> PushConsumer:
+        return self.jetstream.update_push_consumer(self.name, config)
+
+    def create_or_update_push_consumer(self, config: ConsumerConfig) -> PushConsumer:
+        return self.jetstream.create_or_update_push_consumer(self.name, config)
+
+    def push_consumer(self, name: str) -> PushConsumer:
+        return self.jetstream.push_consumer(self.name, name)
+
+    def ordered_push_consumer(
+        self, config: OrderedConsumerConfig | None = None, *, idle_heartbeat: float = 5.0
+    ) -> OrderedPushConsumer:
+        return self.jetstream.ordered_push_consumer(self.name, config, idle_heartbeat=idle_heartbeat)
 
     def ordered_consumer(self, config: OrderedConsumerConfig | None = None) -> OrderedConsumer:
         """An ordered read of this stream (see :meth:`JetStream.ordered_consumer`)."""

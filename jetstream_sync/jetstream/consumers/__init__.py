@@ -20,6 +20,7 @@ from .delivery import (
 )
 from .options import ConsumeOptions, FetchOptions, OrderedConsumerConfig, PullPlan
 from .ordered import OrderedConsumer
+from .push import OrderedPushConsumer, PushConsumer, PushOptions, check_push_config
 
 __all__ = [
     "BatchSource",
@@ -34,5 +35,9 @@ __all__ = [
     "MessagesIterator",
     "OrderedConsumer",
     "OrderedConsumerConfig",
+    "OrderedPushConsumer",
     "PullPlan",
+    "PushConsumer",
+    "PushOptions",
+    "check_push_config",
 ]

@@ -19,14 +19,25 @@ __all__ = ["HeartbeatMonitor"]
 
 
 class HeartbeatMonitor:
-    """Calls ``on_missed()`` on the IO thread when nothing arrived for twice ``interval`` while ``owed()``.
+    """Calls ``on_missed()`` on the IO thread when nothing arrived for ``alarm_after`` while ``owed()``.
 
     ``owed`` is read on the watchdog thread and again on the IO thread; it must only read state. ``touch``
     (IO thread) marks activity; ``on_missed`` runs after the silence was confirmed, and the clock restarts.
     """
 
-    def __init__(self, runtime: Runtime, interval: float, owed: Callable[[], bool], on_missed: Callable[[], None]):
+    def __init__(
+        self,
+        runtime: Runtime,
+        interval: float,
+        owed: Callable[[], bool],
+        on_missed: Callable[[], None],
+        *,
+        alarm_after: float | None = None,
+    ):
         self.interval = interval
+        #: silence longer than this is an alarm: twice the interval for pulls (ADR-37), three times for push
+        #: consumers (ADR-15), or what the user chose
+        self.alarm_after = 2 * interval if alarm_after is None else alarm_after
         self.last_activity = time.monotonic()
         self._runtime = runtime
         self._owed = owed
@@ -39,7 +50,7 @@ class HeartbeatMonitor:
         self.last_activity = time.monotonic()
 
     def silent(self, now: float) -> bool:
-        return now - self.last_activity > 2 * self.interval
+        return now - self.last_activity > self.alarm_after
 
     def start(self) -> None:
         """Begin watching (no-op without heartbeats)."""

@@ -62,6 +62,10 @@ class ConsumeStats:
     #: ordered consumers: how many times the server-side consumer was recreated, and why
     resets: int = 0
     reset_reasons: dict[str, int] = attrs.field(factory=dict)
+    #: push consumers: messages dropped over the buffer limits, gaps detected, flow-control requests answered
+    dropped: int = 0
+    gaps: int = 0
+    flow_control_answered: int = 0
 
 
 class BatchSource(Protocol):

@@ -1,0 +1,514 @@
+"""The push engine: a delivery source fed by the server on a deliver subject, with ADR-15's automatic status
+management.
+
+What the server pushes arrives on the IO thread: messages go to a bounded buffer (past its limits they are
+dropped and a SlowConsumerError reported, so memory stays bounded whatever the handler's speed); idle
+heartbeats feed the heartbeat monitor (alarm after 3x the interval by default, silent while disconnected) and
+the gap check (their ``Nats-Last-Consumer`` header); a flow-control request is answered once the message
+before it was handed to the user, never on receipt, and a heartbeat's ``Nats-Consumer-Stalled`` header is
+answered at once; each flow-control subject is answered once. Error statuses (409, 503, unknown) are reported,
+never handed out. :class:`OrderedPush` adds order checking and self-healing over a
+:class:`~._ordered.ConsumerChain`. The handles (MessagesIterator, ConsumeContext) are the pull ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections import Counter, deque
+from collections.abc import Callable
+
+import attrs
+
+from ... import errors
+from ..._protocol import ACK_PREFIX, ack_position, encode_pub
+from ..._runtime import BufferFinished, MessageBuffer, NatsSubscription, Runtime
+from ...headers import parse_header_block
+from ...message import Msg
+from ...models import ConsumerInfo
+from ._heartbeat import HeartbeatMonitor
+from ._ordered import RESET_BACKOFF_FIRST, ConsumerChain, next_backoff
+from .delivery import ConsumeStats
+
+__all__ = ["OrderedPush", "PushEngine", "PushLimits"]
+
+log = logging.getLogger("jetstream_sync")
+
+_LAST_CONSUMER = "Nats-Last-Consumer"
+_STALLED = "Nats-Consumer-Stalled"
+
+
+@attrs.frozen(kw_only=True)
+class PushLimits:
+    """How much a push consumer may hold unread, and when silence is an alarm."""
+
+    max_messages: int
+    max_bytes: int
+    alarm_after: float | None  # None: 3x the consumer's idle heartbeat
+
+
+class PushEngine:
+    """One subscription on a push consumer's deliver subject (a :class:`DeliverySource`).
+
+    IO-thread state: ``received``/``received_bytes``, ``consumer_seq`` (gap detection), the status counters.
+    User side: ``delivered``/``delivered_bytes``. The flow-control queue is shared under its own lock: the IO
+    thread appends "answer S once message #k was handed out", whichever side sees #k handed out answers it.
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        label: str,
+        deliver_subject: str,
+        queue: str,
+        ack_none: bool,
+        heartbeat: float,
+        limits: PushLimits,
+        gap_detection: bool,
+        report: Callable[[BaseException], None],
+    ) -> None:
+        self.runtime = runtime
+        self._label = label
+        self.deliver_subject = deliver_subject
+        self.queue = queue
+        self.ack_none = ack_none
+        self.limits = limits
+        self.gap_detection = gap_detection
+        self._report = report
+        self.buffer: MessageBuffer[Msg] = runtime.new_buffer()
+        self._nats_sub: NatsSubscription | None = None
+        # IO thread only
+        self.received = 0
+        self.received_bytes = 0
+        self.consumer_seq = 0
+        self.connected = True
+        self.dropped = 0
+        self._slow = False
+        self.gaps = 0
+        self.flow_control_answered = 0
+        self.heartbeats_missed = 0
+        self.reconnects = 0
+        self.statuses: Counter[int] = Counter()
+        # user side only
+        self.delivered = 0
+        self.delivered_bytes = 0
+        # both sides, under _fc_lock: (message count that must be handed out first, subject to answer)
+        self._fc: deque[tuple[int, bytes]] = deque()
+        self._fc_lock = threading.Lock()
+        self._fc_last: bytes | None = None
+        # any thread, only ever set
+        self.stopped = False
+        self.halted = False
+        self.draining = False
+        self.heartbeat = HeartbeatMonitor(
+            runtime, heartbeat, self._owes_us, self._on_missed_heartbeat, alarm_after=self._alarm_after(heartbeat)
+        )
+
+    def _alarm_after(self, heartbeat: float) -> float:
+        alarm = self.limits.alarm_after
+        return 3 * heartbeat if alarm is None else alarm
+
+    @property
+    def label(self) -> str:
+        return self._label
+
+    # -- lifecycle --------------------------------------------------------------------------------------
+    def start(self, timeout: float) -> None:
+        """Subscribe (blocking until the server has the interest) and start watching heartbeats."""
+        self.runtime.track(self)
+        self.runtime.call(self._start(), timeout, "subscribe")
+        self.heartbeat.start()
+
+    async def _start(self) -> None:
+        self._nats_sub = await self.runtime.subscribe_async(self.deliver_subject, self._on_message, self.queue)
+        self.runtime.add_listener(self)
+        self.connected = self.runtime.is_connected
+        self.heartbeat.touch()
+
+    def stop(self) -> None:
+        """Any thread: end delivery at once; buffered messages are dropped (redelivered if they take acks)."""
+        if self.halted:
+            return
+        self.halted = self.stopped = True
+        self.heartbeat.stop()
+        self.buffer.abort(BufferFinished())
+        self.runtime.post_if_open(self._shutdown)
+
+    def drain(self) -> None:
+        """Any thread: unsubscribe; what is buffered is still delivered, then the iteration ends."""
+        if self.stopped or self.draining:
+            return
+        self.draining = True
+        self.runtime.post_if_open(self._drain)
+
+    def _shutdown(self) -> None:
+        """IO thread."""
+        self.stopped = True
+        self.heartbeat.stop()
+        self.runtime.remove_listener(self)
+        sub, self._nats_sub = self._nats_sub, None
+        if sub is not None:
+            self.runtime.unsubscribe_soon(sub, self.deliver_subject)
+        self.runtime.untrack(self)
+
+    def _drain(self) -> None:
+        self._shutdown()
+        self.buffer.finish()
+
+    def _end(self, exc: BaseException) -> None:
+        """IO thread: readers get the buffered messages, then ``exc``."""
+        self._shutdown()
+        self.buffer.finish(exc)
+
+    def on_client_closed(self, exc: BaseException) -> None:
+        self.halted = self.stopped = True
+        self.heartbeat.stop()
+        self.buffer.abort(exc)
+
+    # -- what arrives (IO thread) -----------------------------------------------------------------------
+    def _on_message(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
+        if self.stopped:
+            return
+        self.heartbeat.touch()
+        if reply.startswith(ACK_PREFIX):
+            limits = self.limits
+            if (
+                self.received - self.delivered >= limits.max_messages
+                or self.received_bytes - self.delivered_bytes >= limits.max_bytes
+            ):
+                self._drop(reply)
+                return
+            if not self._accept(reply):
+                return
+            size = len(subject) + len(reply) + len(data) + (len(headers) if headers else 0)
+            self._slow = False
+            self.received += 1
+            self.received_bytes += size
+            self.buffer.put(
+                Msg(subject.decode(), reply.decode(), data, headers, self.runtime, size=size, ack_none=self.ack_none)
+            )
+            return
+        if not headers:
+            return
+        status, description, parsed = parse_header_block(headers)
+        if status is None:
+            return
+        self.statuses[status] += 1
+        if status == 100:
+            if reply:  # a flow-control request: answered once what came before it was handed out
+                self._flow_control(reply)
+                return
+            stalled = parsed.get(_STALLED)
+            if stalled:
+                self._answer(stalled.encode())
+            last = parsed.get(_LAST_CONSUMER)
+            if last is not None and last.isdigit():
+                self._check_heartbeat_position(int(last))
+            return
+        self._on_error_status(status, description)
+
+    def _accept(self, reply: bytes) -> bool:
+        """Gap detection on a message's consumer sequence (not for queue groups); always accepts."""
+        if self.gap_detection:
+            position = ack_position(reply)
+            if position is not None:
+                expected = self.consumer_seq + 1
+                if self.consumer_seq and position.consumer_seq > expected:
+                    self._on_gap(expected, position.consumer_seq)
+                self.consumer_seq = max(self.consumer_seq, position.consumer_seq)
+        return True
+
+    def _check_heartbeat_position(self, last_consumer: int) -> None:
+        """A heartbeat says the server delivered up to ``last_consumer``: more than we saw means a gap."""
+        if self.gap_detection and last_consumer > self.consumer_seq:
+            self._on_gap(self.consumer_seq + 1, last_consumer + 1)
+            self.consumer_seq = last_consumer
+
+    def _on_gap(self, expected: int, received: int) -> None:
+        self.gaps += 1
+        self._report(errors.ConsumerSequenceGapError(self.label, expected, received))
+
+    def _on_error_status(self, status: int, description: str) -> None:
+        """ADR-15: 409, 503 and unknown statuses are errors, reported and never handed out; a deleted
+        consumer ends the delivery after the buffered messages."""
+        if status == 409 and "consumer deleted" in description.lower():
+            exc: errors.JetStreamError = errors.ConsumerDeletedError(status, description)
+            self._report(exc)
+            self._end(exc)
+            return
+        self._report(errors.PushStatusError(status, description, self.label))
+
+    def _drop(self, reply: bytes) -> None:
+        """IO thread: the buffer is full; the message is dropped on purpose (not a gap)."""
+        self.dropped += 1
+        position = ack_position(reply)
+        if position is not None:
+            self.consumer_seq = max(self.consumer_seq, position.consumer_seq)
+        if not self._slow:
+            self._slow = True
+            self._report(
+                errors.SlowConsumerError(
+                    f"push consumer {self.label}: {self.limits.max_messages} messages or {self.limits.max_bytes} "
+                    "bytes wait unread; dropping new ones until the handler catches up (they are redelivered after "
+                    "ack_wait when the consumer takes acks; use flow_control=True to let the server slow down)"
+                )
+            )
+
+    # -- flow control -----------------------------------------------------------------------------------
+    def _flow_control(self, subject: bytes) -> None:
+        """IO thread: answer ``subject`` once every message received so far was handed out."""
+        due = self.received
+        with self._fc_lock:
+            self._fc.append((due, subject))
+        self._answer_due()
+
+    def _answer_due(self) -> None:
+        """Any thread: answer the flow-control requests whose preceding messages were all handed out."""
+        ready: list[bytes] = []
+        with self._fc_lock:
+            fc = self._fc
+            while fc and fc[0][0] <= self.delivered:
+                ready.append(fc.popleft()[1])
+        for subject in ready:
+            self._answer(subject)
+
+    def _answer(self, subject: bytes) -> None:
+        """Any thread: an empty publish to the flow-control subject, once per subject."""
+        with self._fc_lock:
+            if subject == self._fc_last:
+                return
+            self._fc_last = subject
+        self.flow_control_answered += 1
+        self.runtime.send(encode_pub(subject, b"", None, b""))
+
+    # -- connection events (IO thread) ------------------------------------------------------------------
+    def on_disconnected(self) -> None:
+        self.connected = False
+
+    def on_reconnected(self) -> None:
+        self.connected = True
+        self.reconnects += 1
+        self.heartbeat.touch()
+
+    # -- heartbeats -------------------------------------------------------------------------------------
+    def _owes_us(self) -> bool:
+        """The server owes a heartbeat whenever we are connected and subscribed (paused while disconnected)."""
+        return not (self.stopped or self.draining) and self.connected
+
+    def _on_missed_heartbeat(self) -> None:
+        self.heartbeats_missed += 1
+        self._report(
+            errors.MissedHeartbeatError(
+                f"push consumer {self.label}: nothing from the server for {self.heartbeat.alarm_after:g}s "
+                f"(idle heartbeat {self.heartbeat.interval:g}s)"
+            )
+        )
+
+    # -- DeliverySource ---------------------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self.stopped or self.draining
+
+    @property
+    def finished(self) -> bool:
+        """Any thread: over for its reader: stopped, or ended with every received message handed out."""
+        return self.halted or (self.buffer.ended and self.delivered >= self.received)
+
+    def take_many(self, limit: int, timeout: float | None) -> list[Msg]:
+        return self.buffer.get_many(limit, timeout)
+
+    def handed_out(self, msg: Msg) -> None:
+        self.delivered += 1
+        self.delivered_bytes += msg.size
+        if self._fc:
+            self._answer_due()
+
+    def report(self, exc: BaseException) -> None:
+        self._report(exc)
+
+    def adopt_thread(self, thread: threading.Thread) -> None:
+        self.runtime.track_thread(thread)
+
+    def stats(self) -> ConsumeStats:
+        return ConsumeStats(
+            pulls_sent=0,
+            messages_delivered=self.delivered,
+            bytes_delivered=self.delivered_bytes,
+            pending_messages=0,
+            pending_bytes=0,
+            buffered=max(0, self.received - self.delivered),
+            heartbeats_missed=self.heartbeats_missed,
+            reconnect_pulls=0,
+            warnings=self.gaps + self.dropped,
+            statuses=dict(self.statuses),
+            dropped=self.dropped,
+            gaps=self.gaps,
+            flow_control_answered=self.flow_control_answered,
+        )
+
+
+class OrderedPush(PushEngine):
+    """An ordered push consumer: flow control and heartbeats on, no acks, each link on a fresh inbox, and a
+    new link after the last stream sequence on a gap, a missed heartbeat, a deleted consumer or a reconnect."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        chain: ConsumerChain,
+        *,
+        start_seq: int,
+        heartbeat: float,
+        limits: PushLimits,
+        report: Callable[[BaseException], None],
+    ) -> None:
+        super().__init__(
+            runtime,
+            label=f"ordered push {chain.stream}",
+            deliver_subject=runtime.new_inbox(),
+            queue="",
+            ack_none=True,
+            heartbeat=heartbeat,
+            limits=limits,
+            gap_detection=False,
+            report=report,
+        )
+        self.chain = chain
+        self._hb = heartbeat
+        # IO thread only
+        self.stream_seq = start_seq - 1 if start_seq > 0 else 0
+        self._consumer_b = b""
+        self.resetting = False
+        self.resets = 0
+        self.reset_reasons: Counter[str] = Counter()
+        # user side only
+        self.last_handed: Msg | None = None
+
+    async def _start(self) -> None:
+        await super()._start()
+        try:
+            info = await self.chain.create_io(self._start_seq(), self.deliver_subject, self._hb)
+        except BaseException:
+            self._shutdown()
+            raise
+        self._use(info)
+
+    def _start_seq(self) -> int:
+        return self.stream_seq + 1 if self.stream_seq else 0
+
+    def _use(self, info: ConsumerInfo) -> None:
+        if self.stream_seq == 0:
+            self.stream_seq = self.chain.start_floor(info)
+        self._consumer_b = info.name.encode()
+        self.consumer_seq = 0
+        self.heartbeat.touch()
+
+    def _shutdown(self) -> None:
+        super()._shutdown()
+        self.chain.delete_current_soon()
+
+    def _accept(self, reply: bytes) -> bool:
+        if self.resetting:
+            return False
+        position = ack_position(reply)
+        if position is None or position.consumer != self._consumer_b:
+            return False
+        if position.consumer_seq != self.consumer_seq + 1:
+            self._reset(f"gap (consumer sequence {position.consumer_seq}, expected {self.consumer_seq + 1})", "gap")
+            return False
+        self.consumer_seq = position.consumer_seq
+        self.stream_seq = position.stream_seq
+        return True
+
+    def _drop(self, reply: bytes) -> None:
+        # A dropped message would be a gap: start over after the last one kept instead.
+        self.dropped += 1
+        self._reset("the buffer was full", "slow consumer")
+
+    def _check_heartbeat_position(self, last_consumer: int) -> None:
+        if not self.resetting and last_consumer > self.consumer_seq:
+            self._reset(f"a heartbeat reports consumer sequence {last_consumer}, we saw {self.consumer_seq}", "gap")
+
+    def _on_error_status(self, status: int, description: str) -> None:
+        if status == 409 and "consumer deleted" in description.lower():
+            self._reset("the consumer was deleted", "consumer deleted")
+        else:
+            self._report(errors.PushStatusError(status, description, self.label))
+
+    def _on_missed_heartbeat(self) -> None:
+        self.heartbeats_missed += 1
+        self._reset(f"nothing from the server for {self.heartbeat.alarm_after:g}s", "missed heartbeat")
+
+    def on_reconnected(self) -> None:
+        super().on_reconnected()
+        self._reset("reconnected", "reconnect")
+
+    def _owes_us(self) -> bool:
+        return not self.resetting and super()._owes_us()
+
+    def _reset(self, why: str, reason: str) -> None:
+        if self.resetting or self.stopped or self.draining:
+            return
+        log.info("%s: resetting after stream sequence %d: %s", self.label, self.stream_seq, why)
+        self.resetting = True
+        self.reset_reasons[reason] += 1
+        sub, self._nats_sub = self._nats_sub, None
+        if sub is not None:
+            self.runtime.unsubscribe_soon(sub, self.deliver_subject)
+        with self._fc_lock:
+            self._fc.clear()  # the old link's flow control dies with it
+        self.chain.delete_current_soon()
+        self.runtime.spawn(self._recreate())
+
+    async def _recreate(self) -> None:
+        delay = RESET_BACKOFF_FIRST
+        attempts = 0
+        while not self.stopped:
+            try:
+                self.deliver_subject = self.runtime.new_inbox()
+                self._nats_sub = await self.runtime.subscribe_async(self.deliver_subject, self._on_message)
+                info = await self.chain.create_io(self._start_seq(), self.deliver_subject, self._hb)
+            except errors.JetStreamError as exc:
+                if self.stopped or self.runtime.is_closed:
+                    return
+                sub, self._nats_sub = self._nats_sub, None
+                if sub is not None:
+                    self.runtime.unsubscribe_soon(sub, self.deliver_subject)
+                attempts += 1
+                limit = self.chain.max_attempts
+                if limit is not None and attempts >= limit:
+                    failure = errors.OrderedConsumerResetError(
+                        f"{self.label}: could not recreate its consumer in {attempts} attempt(s) "
+                        f"(max_reset_attempts={limit}); last error: {exc}"
+                    )
+                    failure.__cause__ = exc
+                    self._report(failure)
+                    self._end(failure)
+                    return
+                self._report(exc)
+                await asyncio.sleep(delay)
+                delay = next_backoff(delay)
+            else:
+                self._adopt_link(info)
+                return
+
+    def _adopt_link(self, info: ConsumerInfo) -> None:
+        if self.stopped:
+            self.chain.delete_current_soon()
+            return
+        self.resetting = False
+        self.resets += 1
+        self._use(info)
+
+    def handed_out(self, msg: Msg) -> None:
+        self.last_handed = msg
+        super().handed_out(msg)
+
+    def next_start(self, fallback: int) -> int:
+        """After this read ended: the stream sequence a successor starts from (what the user has not seen)."""
+        msg = self.last_handed
+        return fallback if msg is None else msg.metadata.sequence.stream + 1
+
+    def stats(self) -> ConsumeStats:
+        return attrs.evolve(super().stats(), resets=self.resets, reset_reasons=dict(self.reset_reasons))
