@@ -25,7 +25,9 @@ from .._validate import (
 )
 from ..client import Client
 from ..headers import HeadersInput
-from ..models import AccountInfo, ConsumerConfig, ConsumerInfo, PubAck, StreamConfig, StreamInfo
+from ..message import Msg
+from ..models import AccountInfo, ConsumerConfig, ConsumerInfo, DeliverPolicy, PubAck, StreamConfig, StreamInfo
+from . import subscribe as _subscribe
 from .api import JetStreamAPI
 from .consumers import (
     Consumer,
@@ -35,6 +37,7 @@ from .consumers import (
     PushConsumer,
     check_push_config,
 )
+from .consumers.push import DEFAULT_PENDING_BYTES, DEFAULT_PENDING_MSGS
 from .publish import (
     DEFAULT_MAX_PENDING,
     NO_CHECKS,
@@ -44,6 +47,7 @@ from .publish import (
     parse_pub_ack,
 )
 from .streams import Stream
+from .subscribe import JetStreamSubscription, PullSubscription
 
 if TYPE_CHECKING:
     from .advisories import Advisories
@@ -333,6 +337,73 @@ class JetStream:
         """Wait until every asynchronous publish has resolved; TimeoutError otherwise."""
         self._runtime.check_usable()
         self._publisher.complete(check_timeout(timeout, self.timeout))
+
+    # -- the ADR-15 / ADR-13 subscribe API (nats-py's calls, blocking) ------------------------------------
+    def subscribe(
+        self,
+        subject: str | None,
+        queue: str | None = None,
+        cb: Callable[[Msg], object] | None = None,
+        durable: str | None = None,
+        stream: str | None = None,
+        config: ConsumerConfig | None = None,
+        manual_ack: bool = False,
+        ordered_consumer: bool = False,
+        idle_heartbeat: float | timedelta | None = None,
+        flow_control: bool = False,
+        pending_msgs_limit: int = DEFAULT_PENDING_MSGS,
+        pending_bytes_limit: int = DEFAULT_PENDING_BYTES,
+        deliver_policy: DeliverPolicy | None = None,
+        headers_only: bool | None = None,
+        inactive_threshold: float | timedelta | None = None,
+        *,
+        bind: bool = False,
+        consumer: str | None = None,
+        error_cb: Callable[[BaseException], object] | None = None,
+    ) -> JetStreamSubscription:
+        """A push subscription as nats-py's ``js.subscribe`` (same arguments and order), per ADR-15.
+
+        Finds the stream from ``subject`` unless ``stream`` is given; binds to ``durable`` / ``consumer`` (the
+        ``queue`` name when neither is given) after ADR-15's checks, or creates the consumer (after subscribing)
+        and then deletes it on ``unsubscribe()`` / ``drain()``. ``bind=True`` only binds. With ``cb`` the
+        callback runs on the subscription's own thread and each message is acked when it returns unless
+        ``manual_ack``; without it read with ``next_msg(timeout)`` or iteration. Asynchronous errors (heartbeat
+        alarms, gaps, statuses, a failed delete after drain) go to ``error_cb`` (or the log).
+        """
+        return _subscribe.subscribe(
+            self,
+            subject,
+            queue,
+            cb,
+            durable,
+            stream,
+            config,
+            manual_ack,
+            ordered_consumer,
+            idle_heartbeat,
+            flow_control,
+            pending_msgs_limit,
+            pending_bytes_limit,
+            deliver_policy,
+            headers_only,
+            inactive_threshold,
+            bind=bind,
+            consumer=consumer,
+            error_cb=error_cb,
+        )
+
+    def pull_subscribe(
+        self,
+        subject: str | None,
+        durable: str | None = None,
+        stream: str | None = None,
+        config: ConsumerConfig | None = None,
+        *,
+        bind: bool = False,
+    ) -> PullSubscription:
+        """A pull subscription as nats-py's ``js.pull_subscribe`` (ADR-13 fetch): ``fetch(batch, timeout)``
+        returns a list, or raises TimeoutError when no message came."""
+        return _subscribe.pull_subscribe(self, subject, durable, stream, config, bind=bind)
 
     # -- what the server says -----------------------------------------------------------------------------
     def advisories(

@@ -65,6 +65,11 @@ class ConsumerChain:
     def max_attempts(self) -> int | None:
         return self.config.max_reset_attempts
 
+    def next_name(self) -> str:
+        """The name the next link will have: a push link may deliver before its create call returns, so its
+        engine must recognise the link's messages from the moment the request is sent."""
+        return f"{self.prefix}_{self.serial + 1}"
+
     def _request(self, start_seq: int, deliver_subject: str | None, heartbeat: float | None) -> tuple[str, Any]:
         self.serial += 1
         name = f"{self.prefix}_{self.serial}"

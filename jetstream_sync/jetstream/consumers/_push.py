@@ -380,6 +380,7 @@ class OrderedPush(PushEngine):
         self.stream_seq = start_seq - 1 if start_seq > 0 else 0
         self._consumer_b = b""
         self.resetting = False
+        self._again: tuple[str, str] | None = None
         self.resets = 0
         self.reset_reasons: Counter[str] = Counter()
         # user side only
@@ -388,6 +389,7 @@ class OrderedPush(PushEngine):
     async def _start(self) -> None:
         await super()._start()
         try:
+            self._expect_link()
             info = await self.chain.create_io(self._start_seq(), self.deliver_subject, self._hb)
         except BaseException:
             self._shutdown()
@@ -397,11 +399,15 @@ class OrderedPush(PushEngine):
     def _start_seq(self) -> int:
         return self.stream_seq + 1 if self.stream_seq else 0
 
-    def _use(self, info: ConsumerInfo) -> None:
-        if self.stream_seq == 0:
-            self.stream_seq = self.chain.start_floor(info)
-        self._consumer_b = info.name.encode()
+    def _expect_link(self) -> None:
+        """IO thread, just before a link is created: accept its messages (from consumer sequence 1) even if
+        they arrive before the create call's reply."""
+        self._consumer_b = self.chain.next_name().encode()
         self.consumer_seq = 0
+
+    def _use(self, info: ConsumerInfo) -> None:
+        if self.stream_seq == 0 and self.consumer_seq == 0:
+            self.stream_seq = self.chain.start_floor(info)
         self.heartbeat.touch()
 
     def _shutdown(self) -> None:
@@ -409,8 +415,6 @@ class OrderedPush(PushEngine):
         self.chain.delete_current_soon()
 
     def _accept(self, reply: bytes) -> bool:
-        if self.resetting:
-            return False
         position = ack_position(reply)
         if position is None or position.consumer != self._consumer_b:
             return False
@@ -448,7 +452,12 @@ class OrderedPush(PushEngine):
         return not self.resetting and super()._owes_us()
 
     def _reset(self, why: str, reason: str) -> None:
-        if self.resetting or self.stopped or self.draining:
+        if self.stopped or self.draining:
+            return
+        if self.resetting:
+            # A new link can deliver before its create call returned; a fault seen then is handled once the
+            # link is adopted.
+            self._again = (why, reason)
             return
         log.info("%s: resetting after stream sequence %d: %s", self.label, self.stream_seq, why)
         self.resetting = True
@@ -468,6 +477,7 @@ class OrderedPush(PushEngine):
             try:
                 self.deliver_subject = self.runtime.new_inbox()
                 self._nats_sub = await self.runtime.subscribe_async(self.deliver_subject, self._on_message)
+                self._expect_link()
                 info = await self.chain.create_io(self._start_seq(), self.deliver_subject, self._hb)
             except errors.JetStreamError as exc:
                 if self.stopped or self.runtime.is_closed:
@@ -500,6 +510,9 @@ class OrderedPush(PushEngine):
         self.resetting = False
         self.resets += 1
         self._use(info)
+        again, self._again = self._again, None
+        if again is not None:
+            self._reset(*again)
 
     def handed_out(self, msg: Msg) -> None:
         self.last_handed = msg
