@@ -35,3 +35,10 @@ def test_worker_drains_and_stops_cleanly():
     assert result.returncode == 0, result.stderr
     assert "stopped cleanly after 21 jobs" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_ordered_replay_reads_from_a_time_in_order_and_ends_when_caught_up():
+    result = run_example("ordered_replay.py")
+    assert result.returncode == 0, result.stderr
+    assert "replayed 5 ledger.eu entries" in result.stdout
+    assert "entry 1, entry 3, entry 5, entry 7, entry 9" in result.stdout
