@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
@@ -14,6 +15,8 @@ from .headers import Headers, parse_header_block
 
 if TYPE_CHECKING:
     from datetime import timedelta
+
+    from .jetstream.consumers.delivery import MessageBatch
 
 __all__ = ["AckSender", "Msg", "MsgMetadata", "SequencePair"]
 
@@ -205,6 +208,37 @@ class Msg:
         if self._acked:
             return
         self._ack_sender().send_ack(self.reply, WPI)
+
+    def ack_next(
+        self, batch: int = 1, *, expires: float | timedelta | None = 5.0, max_bytes: int | None = None
+    ) -> MessageBatch:
+        """Ack this message and have the server deliver the consumer's next ``batch`` message(s) (``+NXT``,
+        pull consumers): they arrive on a private inbox and come back as a MessageBatch, like a fetch that
+        expires after ``expires`` seconds (the JSON pull-request form). ``expires=None`` sends the short form
+        ``+NXT <batch>``, which the server holds until the batch is filled; the batch then waits at most the
+        client's default timeout. One round trip instead of an ack and a pull."""
+        from .jetstream.consumers._pull import AckNextPull, PullTarget
+        from .jetstream.consumers.delivery import MessageBatch
+        from .jetstream.consumers.options import FetchOptions
+
+        sender = self._ack_sender()
+        if self._acked:
+            raise InvalidAckSubjectError("ack_next: this message was already acknowledged (or takes no acks)")
+        runtime = getattr(sender, "runtime_for_pulls", None)
+        if runtime is None:
+            raise InvalidAckSubjectError("ack_next needs a message received by this client's consumers")
+        plain = expires is None
+        if plain and max_bytes is not None:
+            raise InvalidAckSubjectError("ack_next: max_bytes needs the JSON form; give expires too")
+        wait = sender.default_timeout if expires is None else to_seconds("expires", expires)
+        options = FetchOptions(max_messages=batch, max_bytes=max_bytes, expires=wait)
+        meta = self.metadata
+        target = PullTarget(meta.stream, meta.consumer, self.reply.encode(), False)
+        pull = AckNextPull(runtime, target, options)
+        pull.plain = plain
+        self._acked = True
+        pull.start()
+        return MessageBatch(pull, time.monotonic() + wait + (0.0 if plain else 1.0))
 
     def ack_sync(self, timeout: float | timedelta | None = None) -> None:
         """Acknowledge and wait until the server confirms it (double ack)."""

@@ -297,6 +297,12 @@ class Runtime:
         parts = [command] if isinstance(command, bytes) else list(command)
         self._nc.append_pending(parts, sum(len(part) for part in parts), 1)
 
+    @property
+    def runtime_for_pulls(self) -> Runtime:
+        """What a message's ``ack_next`` starts its pull on: this runtime (an AckSender that is not one, a
+        test recorder, has no such attribute)."""
+        return self
+
     def send_ack(self, subject: str, payload: bytes) -> None:
         """An acknowledgement (fire and forget), coalesced with other outbound traffic."""
         self.check_usable()

@@ -31,7 +31,7 @@ from ._status import StatusKind, classify
 from .delivery import ConsumeStats
 from .options import FetchOptions, PullPlan
 
-__all__ = ["ContinuousPull", "FetchPull", "PullTarget"]
+__all__ = ["AckNextPull", "ContinuousPull", "FetchPull", "PullTarget"]
 
 log = logging.getLogger("jetstream_sync")
 
@@ -133,12 +133,16 @@ class FetchPull(_PullEngine):
             return
         self.runtime.add_listener(self)
         opts = self.options
-        self._send_pull(pull_request(self.batch, opts.pull_expires, self.max_bytes, opts.heartbeat, opts.no_wait))
+        self._send_pull(self._request_body())
         self.heartbeat.touch()
         self.heartbeat.start()
         log.debug(
             "fetch %s: pull batch=%d max_bytes=%d expires=%gs", self.label, self.batch, self.max_bytes, opts.expires
         )
+
+    def _request_body(self) -> bytes:
+        opts = self.options
+        return pull_request(self.batch, opts.pull_expires, self.max_bytes, opts.heartbeat, opts.no_wait)
 
     def _on_message(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
         if self.done:
@@ -216,6 +220,19 @@ class FetchPull(_PullEngine):
         self.done = True
         self.heartbeat.stop()
         self.buffer.abort(exc)
+
+
+class AckNextPull(FetchPull):
+    """The deep dive's AckNext: ``+NXT`` on a message's ack subject acks it and asks the server for the next
+    message(s) of the same consumer, delivered to this pull's inbox (JSON pull-request body after ``+NXT ``)."""
+
+    #: send ``+NXT <batch>`` (no expiry, the server holds the request) instead of the JSON form
+    plain = False
+
+    def _request_body(self) -> bytes:
+        if self.plain:
+            return b"+NXT %d" % self.batch
+        return b"+NXT " + super()._request_body()
 
 
 # -- messages() and consume() -------------------------------------------------------------------------------
