@@ -74,7 +74,10 @@ class OrderedConsumer:
 
     @property
     def stream_sequence(self) -> int:
-        """The stream sequence of the last message handed out (0 before the first)."""
+        """The stream sequence of the last message handed out (0 before the first), by any kind of read."""
+        pull = self._pull
+        if pull is not None and pull.last_handed is not None:
+            return pull.next_start(0) - 1
         return self._cursor.stream_seq
 
     def info(self) -> ConsumerInfo:
@@ -287,8 +290,10 @@ class OrderedConsumer:
         try:
             self._claim()
             fresh, self._fresh = self._fresh, None
+            if until_drained and fresh is not None:
+                fresh = None  # its num_pending is from when it was made: "caught up" needs a count made now
             if fresh is None:
-                self._chain.delete_current_soon()  # a fetch's link; the pull makes its own from the cursor
+                self._chain.delete_current_soon()  # an earlier link; the pull makes its own from the cursor
             pull = OrderedPull(
                 runtime,
                 self._chain,
