@@ -29,6 +29,7 @@ from .jetstream import (
     PushOptions,
     Stream,
 )
+from .jetstream.advisories import Advisories
 from .jetstream.consumers import ErrorHandler
 from .message import AckSender, Msg, MsgMetadata, SequencePair
 from .models import (
@@ -51,6 +52,18 @@ from .models import (
     StreamInfo,
     StreamState,
 )
+from .models.advisory import (
+    Advisory,
+    ConsumerAckMetric,
+    ConsumerAction,
+    ConsumerLeaderElected,
+    MaxDeliveriesExceeded,
+    MessageNaked,
+    MessageTerminated,
+    StreamAction,
+    StreamLeaderElected,
+    UnknownAdvisory,
+)
 from .options import ConnectOptions, ErrorCallback, EventCallback
 from .subscription import Subscription
 
@@ -59,6 +72,17 @@ logging.getLogger("jetstream_sync").addHandler(logging.NullHandler())
 __version__ = "0.1.0"
 
 __all__ = [
+    "Advisories",
+    "Advisory",
+    "ConsumerAckMetric",
+    "ConsumerAction",
+    "ConsumerLeaderElected",
+    "MaxDeliveriesExceeded",
+    "MessageNaked",
+    "MessageTerminated",
+    "StreamAction",
+    "StreamLeaderElected",
+    "UnknownAdvisory",
     "APIStats",
     "AckSender",
     "ErrorCallback",

@@ -6,7 +6,7 @@ import concurrent.futures
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 import tenacity
@@ -28,6 +28,7 @@ from ..headers import HeadersInput
 from ..message import Msg
 from ..models import AccountInfo, ConsumerConfig, ConsumerInfo, DeliverPolicy, PubAck, StreamConfig, StreamInfo
 from . import subscribe as _subscribe
+from .advisories import Advisories, open_advisories
 from .api import JetStreamAPI
 from .consumers import (
     Consumer,
@@ -48,9 +49,6 @@ from .publish import (
 )
 from .streams import Stream
 from .subscribe import JetStreamSubscription, PullSubscription
-
-if TYPE_CHECKING:
-    from .advisories import Advisories
 
 __all__ = ["JetStream"]
 
@@ -411,8 +409,6 @@ class JetStream:
     ) -> Advisories:
         """Typed events from ``$JS.EVENT.ADVISORY.>`` and ``$JS.EVENT.METRIC.>``, narrowed to ``stream``,
         ``consumer`` and ``kinds``; use it as a context manager and iterate (see :class:`Advisories`)."""
-        from .advisories import open_advisories
-
         return open_advisories(self, stream=stream, consumer=consumer, kinds=kinds)
 
 
