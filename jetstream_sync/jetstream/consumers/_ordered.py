@@ -15,8 +15,8 @@ import asyncio
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
@@ -32,12 +32,12 @@ from .options import OrderedConsumerConfig, PullPlan
 if TYPE_CHECKING:
     from ..api import JetStreamAPI
 
-__all__ = ["ConsumerChain", "OrderedBatch", "OrderedPull", "RESET_BACKOFF_MAX"]
+__all__ = ["RESET_BACKOFF_MAX", "ConsumerChain", "OrderedBatch", "OrderedPull", "Relinking", "relink"]
 
 log = logging.getLogger("jetstream_sync")
 
 RESET_BACKOFF_FIRST = 0.25
-RESET_BACKOFF_MAX = 5.0
+RESET_BACKOFF_MAX = 2.0  # short: after a restart JetStream answers again within seconds
 
 
 def next_backoff(delay: float) -> float:
@@ -145,6 +145,65 @@ class ConsumerChain:
             next_subject=self.api.subject(f"CONSUMER.MSG.NEXT.{self.stream}.{info.name}").encode(),
             ack_none=True,
         )
+
+
+class Relinking(Protocol):
+    """What :func:`relink` needs of an ordered engine (pull or push); IO thread."""
+
+    stopped: bool
+    resetting: bool
+    reset_failures: int
+    runtime: Runtime
+    chain: ConsumerChain
+
+    @property
+    def label(self) -> str: ...
+
+    def report(self, exc: BaseException) -> None: ...
+
+    def _end(self, exc: BaseException) -> None: ...
+
+    def _adopt_link(self, info: ConsumerInfo) -> None: ...
+
+
+async def relink(
+    engine: Relinking, attempt: Callable[[], Awaitable[ConsumerInfo]], undo: Callable[[], None] | None
+) -> None:
+    """IO thread: create the engine's next link, retrying with back-off (0.25 s doubling to 2 s).
+
+    Each failure is reported; after ``max_reset_attempts`` failures in a row the engine ends with
+    OrderedConsumerResetError (its cause the last failure). ``undo`` cleans up after a failed attempt.
+    """
+    delay = RESET_BACKOFF_FIRST
+    attempts = 0
+    while not engine.stopped:
+        try:
+            info = await attempt()
+        except errors.JetStreamError as exc:
+            if engine.stopped or engine.runtime.is_closed:
+                return
+            if undo is not None:
+                undo()
+            attempts += 1
+            engine.reset_failures += 1
+            limit = engine.chain.max_attempts
+            if limit is not None and attempts >= limit:
+                failure = errors.OrderedConsumerResetError(
+                    f"{engine.label}: could not recreate its consumer in {attempts} attempt(s) "
+                    f"(max_reset_attempts={limit}); last error: {exc}"
+                )
+                failure.__cause__ = exc
+                engine.resetting = False
+                engine.report(failure)
+                engine._end(failure)
+                return
+            log.debug("%s: reset attempt %d failed: %s", engine.label, attempts, exc)
+            engine.report(exc)
+            await asyncio.sleep(delay)
+            delay = next_backoff(delay)
+        else:
+            engine._adopt_link(info)
+            return
 
 
 class OrderedPull(ContinuousPull):
@@ -287,35 +346,11 @@ class OrderedPull(ContinuousPull):
         self.runtime.spawn(self._recreate())
 
     async def _recreate(self) -> None:
-        delay = RESET_BACKOFF_FIRST
-        attempts = 0
-        while not self.stopped:
-            try:
-                await self._resubscribe()
-                info = await self.chain.create_io(self.stream_seq + 1 if self.stream_seq else 0)
-            except errors.JetStreamError as exc:
-                if self.stopped or self.runtime.is_closed:
-                    return
-                attempts += 1
-                self.reset_failures += 1
-                limit = self.chain.max_attempts
-                if limit is not None and attempts >= limit:
-                    failure = errors.OrderedConsumerResetError(
-                        f"ordered consumer on {self.chain.stream}: could not recreate its consumer in {attempts} "
-                        f"attempt(s) (max_reset_attempts={limit}); last error: {exc}"
-                    )
-                    failure.__cause__ = exc
-                    self.resetting = False
-                    self._report(failure)
-                    self._end(failure)
-                    return
-                log.debug("ordered %s: reset attempt %d failed: %s", self.label, attempts, exc)
-                self._report(exc)
-                await asyncio.sleep(delay)
-                delay = next_backoff(delay)
-            else:
-                self._adopt_link(info)
-                return
+        await relink(self, self._attempt, None)
+
+    async def _attempt(self) -> ConsumerInfo:
+        await self._resubscribe()
+        return await self.chain.create_io(self.stream_seq + 1 if self.stream_seq else 0)
 
     def _adopt_link(self, info: ConsumerInfo) -> None:
         """IO thread: a reset succeeded; read from the new link unless the pull was stopped meanwhile."""

@@ -13,7 +13,6 @@ never handed out. :class:`OrderedPush` adds order checking and self-healing over
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 from collections import Counter, deque
@@ -28,7 +27,7 @@ from ...headers import parse_header_block
 from ...message import Msg
 from ...models import ConsumerInfo
 from ._heartbeat import HeartbeatMonitor
-from ._ordered import RESET_BACKOFF_FIRST, ConsumerChain, next_backoff
+from ._ordered import ConsumerChain, relink
 from .delivery import ConsumeStats
 
 __all__ = ["OrderedPush", "PushEngine", "PushLimits"]
@@ -381,6 +380,7 @@ class OrderedPush(PushEngine):
         self._consumer_b = b""
         self.resetting = False
         self._again: tuple[str, str] | None = None
+        self.reset_failures = 0
         self.resets = 0
         self.reset_reasons: Counter[str] = Counter()
         # user side only
@@ -471,37 +471,18 @@ class OrderedPush(PushEngine):
         self.runtime.spawn(self._recreate())
 
     async def _recreate(self) -> None:
-        delay = RESET_BACKOFF_FIRST
-        attempts = 0
-        while not self.stopped:
-            try:
-                self.deliver_subject = self.runtime.new_inbox()
-                self._nats_sub = await self.runtime.subscribe_async(self.deliver_subject, self._on_message)
-                self._expect_link()
-                info = await self.chain.create_io(self._start_seq(), self.deliver_subject, self._hb)
-            except errors.JetStreamError as exc:
-                if self.stopped or self.runtime.is_closed:
-                    return
-                sub, self._nats_sub = self._nats_sub, None
-                if sub is not None:
-                    self.runtime.unsubscribe_soon(sub, self.deliver_subject)
-                attempts += 1
-                limit = self.chain.max_attempts
-                if limit is not None and attempts >= limit:
-                    failure = errors.OrderedConsumerResetError(
-                        f"{self.label}: could not recreate its consumer in {attempts} attempt(s) "
-                        f"(max_reset_attempts={limit}); last error: {exc}"
-                    )
-                    failure.__cause__ = exc
-                    self._report(failure)
-                    self._end(failure)
-                    return
-                self._report(exc)
-                await asyncio.sleep(delay)
-                delay = next_backoff(delay)
-            else:
-                self._adopt_link(info)
-                return
+        await relink(self, self._attempt, self._undo_attempt)
+
+    async def _attempt(self) -> ConsumerInfo:
+        self.deliver_subject = self.runtime.new_inbox()
+        self._nats_sub = await self.runtime.subscribe_async(self.deliver_subject, self._on_message)
+        self._expect_link()
+        return await self.chain.create_io(self._start_seq(), self.deliver_subject, self._hb)
+
+    def _undo_attempt(self) -> None:
+        sub, self._nats_sub = self._nats_sub, None
+        if sub is not None:
+            self.runtime.unsubscribe_soon(sub, self.deliver_subject)
 
     def _adopt_link(self, info: ConsumerInfo) -> None:
         if self.stopped:

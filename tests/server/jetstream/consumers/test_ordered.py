@@ -432,14 +432,17 @@ def test_acceptance_50k_in_order_through_deletion_restart_and_stall(nats_server_
                 assert live is not None
                 wait_until(lambda: djs.consumer_info("ORDERED", live).num_waiting >= 1, timeout=5)
                 djs.delete_consumer("ORDERED", live)
-                wait_until(lambda: reasons("consumer deleted") >= 1, timeout=5)
+                # Heard as 409 on the waiting pull; if that pull expired at that very moment, the next pull hears
+                # the deletion as "no responders" instead: either way it is a counted reset.
+                wait_until(lambda: reasons("consumer deleted") + reasons("no responders") >= 1, timeout=5)
                 publish(djs, "ordered.x", TOTAL - FIRST_PART, start=FIRST_PART)
 
             def restart() -> None:
                 resets = it.stats().resets
                 server.restart()
-                wait_until(lambda: reasons("reconnect") >= 1, timeout=10)
-                wait_until(lambda: it.stats().resets > resets, timeout=10)
+                # Heard as a reconnect, or (when a reset was already under way, or the silence came first) as a
+                # missed heartbeat; the new consumer is made once JetStream has recovered its file store.
+                wait_until(lambda: it.stats().resets > resets, timeout=15)
 
             def missed() -> bool:
                 return it.stats().heartbeats_missed >= 1 or reasons("missed heartbeat") >= 1
@@ -473,8 +476,11 @@ def test_acceptance_50k_in_order_through_deletion_restart_and_stall(nats_server_
         assert len(data) == TOTAL
         assert seqs == list(range(1, TOTAL + 1)), f"stream sequences not contiguous ({stats})"
         reasons = stats.reset_reasons
-        for reason in ("consumer deleted", "reconnect", "missed heartbeat"):
-            assert reasons.get(reason, 0) >= 1, f"no reset for {reason!r}: {reasons}, {elapsed:.1f}s"
+        deleted = reasons.get("consumer deleted", 0) + reasons.get("no responders", 0)
+        assert deleted >= 1, f"no reset for the deleted consumer: {reasons}, {elapsed:.1f}s"
+        assert reasons.get("missed heartbeat", 0) >= 1, f"no reset for the stalled link: {reasons}, {elapsed:.1f}s"
+        assert reasons.get("reconnect", 0) + reasons.get("missed heartbeat", 0) >= 2, f"restart: {reasons}"
+        assert stats.resets >= 3 and sum(reasons.values()) >= stats.resets, f"every reset has a reason: {stats}"
         assert elapsed < 20, f"50k ordered messages through 3 faults took {elapsed:.1f}s: {stats}"
     finally:
         fault_proxy.resume()
