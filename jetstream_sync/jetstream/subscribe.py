@@ -22,11 +22,12 @@ from typing import TYPE_CHECKING
 import attrs
 
 from .. import errors
-from .._runtime import BufferFinished, Runtime
+from .._runtime import BufferFinished
 from .._validate import check_int, check_name, check_queue, check_subject, check_timeout, to_seconds
 from ..message import Msg
 from ..models import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy
 from .consumers import OrderedConsumerConfig
+from .consumers._ordered import ConsumerChain
 from .consumers._pull import FetchPull, PullTarget
 from .consumers._push import OrderedPush, PushEngine, PushLimits
 from .consumers.consumer import check_callable, reporter
@@ -325,7 +326,7 @@ def subscribe(
     stream_name = check_name("stream", stream) if stream is not None else find_stream(js, subject or "")
     runtime = js.client.runtime
     label = f"{stream_name}/{name or 'ephemeral'}"
-    report = _error_reporter(label, error_cb, runtime)
+    report = reporter(label, error_cb, runtime)
 
     if ordered_consumer:
         ordered = OrderedConsumerConfig(
@@ -336,8 +337,6 @@ def subscribe(
             headers_only=bool(headers_only or cfg.headers_only),
             inactive_threshold=to_seconds("inactive_threshold", inactive_threshold) if inactive_threshold else 300.0,
         )
-        from .consumers._ordered import ConsumerChain
-
         engine: PushEngine = OrderedPush(
             runtime,
             ConsumerChain(js.api, stream_name, ordered, push=True),
@@ -423,12 +422,6 @@ def subscribe(
         manual_ack=manual_ack,
         error_cb=error_cb,
     )
-
-
-def _error_reporter(
-    label: str, error_cb: Callable[[BaseException], object] | None, runtime: Runtime
-) -> Callable[[BaseException], None]:
-    return reporter(label, error_cb, runtime)
 
 
 # -- pull ---------------------------------------------------------------------------------------------------
