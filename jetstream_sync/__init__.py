@@ -31,6 +31,7 @@ from .jetstream import (
 )
 from .jetstream.advisories import Advisories
 from .jetstream.consumers import ErrorHandler
+from .jetstream.kv import KeyValue, KeyValueManager, KeyWatcher, WatchOptions
 from .message import AckSender, Msg, MsgMetadata, SequencePair
 from .models import (
     AccountInfo,
@@ -41,6 +42,10 @@ from .models import (
     ConsumerInfo,
     DeliverPolicy,
     DiscardPolicy,
+    KeyValueConfig,
+    KeyValueEntry,
+    KeyValueOp,
+    KeyValueStatus,
     PubAck,
     ReplayPolicy,
     RetentionPolicy,
@@ -137,4 +142,12 @@ __all__ = [
     "__version__",
     "connect",
     "errors",
+    "KeyValue",
+    "KeyValueConfig",
+    "KeyValueEntry",
+    "KeyValueManager",
+    "KeyValueOp",
+    "KeyValueStatus",
+    "KeyWatcher",
+    "WatchOptions",
 ]

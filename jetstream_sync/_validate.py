@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from .errors import InvalidArgumentError, InvalidTypeError, MaxPayloadError
+from .errors import InvalidArgumentError, InvalidBucketNameError, InvalidTypeError, MaxPayloadError
 from .headers import HeadersInput, encode_headers
 
 _NAME_FORBIDDEN = frozenset(" \t\r\n\f\v.*>/\\")
@@ -30,6 +30,25 @@ def check_name(field: str, value: object) -> str:
         )
     if not value.isprintable():
         raise InvalidArgumentError(field, f"{value!r} contains control characters")
+    return value
+
+
+_BUCKET_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+
+
+def check_bucket_name(field: str, value: object) -> str:
+    """A key-value or object store bucket: letters, digits, ``_`` and ``-`` only (it becomes part of a stream
+    name and of every subject in the bucket, as in every other client)."""
+    if not isinstance(value, str):
+        raise InvalidTypeError(field, f"must be a str, got {type(value).__name__}")
+    if not value:
+        raise InvalidBucketNameError(field, "must not be empty")
+    bad = sorted(set(value) - _BUCKET_CHARS)
+    if bad:
+        shown = ", ".join(repr(c) for c in bad)
+        raise InvalidBucketNameError(
+            field, f"{value!r} contains {shown}; bucket names may hold only letters, digits, '_' and '-'"
+        )
     return value
 
 

@@ -13,6 +13,8 @@ __all__ = [
     "APIError",
     "AuthorizationError",
     "BadRequestError",
+    "BucketExistsError",
+    "BucketNotFoundError",
     "ConnectionClosedError",
     "ConsumerConfigMismatchError",
     "ConsumerDeletedError",
@@ -26,10 +28,19 @@ __all__ = [
     "ForkedClientError",
     "InvalidAckSubjectError",
     "InvalidArgumentError",
+    "InvalidBucketNameError",
+    "InvalidKeyError",
     "InvalidTypeError",
     "IteratorClosedError",
     "JetStreamError",
     "JetStreamNotEnabledError",
+    "KeyDeletedError",
+    "KeyExistsError",
+    "KeyHistoryTooLargeError",
+    "KeyNotFoundError",
+    "KeyValueConfigError",
+    "KeyValueError",
+    "KeyWrongLastSequenceError",
     "MaxPayloadError",
     "MessageNotFoundError",
     "MissedHeartbeatError",
@@ -37,6 +48,7 @@ __all__ = [
     "NoServersError",
     "NoStreamResponseError",
     "NotConnectedError",
+    "ObjectStoreError",
     "OrderedConsumerInUseError",
     "OrderedConsumerResetError",
     "PermissionViolationError",
@@ -306,6 +318,69 @@ class QueueFlowControlError(SubscribeError):
 
 class QueueHeartbeatError(SubscribeError):
     """Idle heartbeats over a queue group: the server would send heartbeats to a random member."""
+
+
+class KeyValueError(JetStreamError):
+    """Base of the errors a key-value bucket raises."""
+
+
+class ObjectStoreError(JetStreamError):
+    """Base of the errors an object store raises."""
+
+
+class BucketNotFoundError(KeyValueError, ObjectStoreError, StreamNotFoundError):
+    """The bucket's stream (``KV_<bucket>`` or ``OBJ_<bucket>``) does not exist; create the bucket first.
+
+    Raised by both stores, so it is both a :class:`KeyValueError` and an :class:`ObjectStoreError`, and a
+    :class:`StreamNotFoundError` because that is what the server said.
+    """
+
+
+class BucketExistsError(KeyValueError, ObjectStoreError, StreamNameInUseError):
+    """A bucket of that name exists with another configuration; use ``update_key_value`` /
+    ``update_object_store`` (or the create_or_update form) to change it."""
+
+
+class InvalidBucketNameError(InvalidArgumentError):
+    """A bucket name may hold only letters, digits, ``-`` and ``_``."""
+
+
+class KeyValueConfigError(KeyValueError, InvalidArgumentError):
+    """A stream exists under the bucket's name but is not a key-value bucket (its subjects or settings differ)."""
+
+
+class InvalidKeyError(KeyValueError, InvalidArgumentError):
+    """The key is empty, has an empty token, starts or ends with ``.``, or holds a character keys may not have.
+
+    Keys may contain letters, digits and ``-/_=.``; watch and keys filters may also use ``*`` and ``>``.
+    """
+
+
+class KeyNotFoundError(KeyValueError):
+    """The key has no value: it was never put, or (see :class:`KeyDeletedError`) it was deleted or purged."""
+
+
+class KeyDeletedError(KeyNotFoundError):
+    """The key's latest entry is a delete or purge marker; ``entry`` is that marker (revision, operation)."""
+
+    def __init__(self, message: str, entry: Any = None) -> None:
+        super().__init__(message)
+        self.entry = entry
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (str(self), self.entry))
+
+
+class KeyWrongLastSequenceError(KeyValueError, WrongLastSequenceError):
+    """A compare-and-set write lost: the key's revision was not the ``last`` one given. Read it again and retry."""
+
+
+class KeyExistsError(KeyWrongLastSequenceError):
+    """``create()`` found a live value under the key; use ``update()`` with its revision to change it."""
+
+
+class KeyHistoryTooLargeError(KeyValueError, InvalidArgumentError):
+    """A bucket keeps at most 64 values per key."""
 
 
 # JetStream API err_code -> class; codes from the server's errors.json.

@@ -28,6 +28,7 @@ from .consumers import (
     PushOptions,
 )
 from .context import JetStream
+from .kv import KeyValue, KeyValueManager, KeyWatcher, WatchOptions
 from .publish import PublishOptions
 from .streams import Stream
 
@@ -51,4 +52,8 @@ __all__ = [
     "PublishOptions",
     "PullPlan",
     "Stream",
+    "KeyValue",
+    "KeyValueManager",
+    "KeyWatcher",
+    "WatchOptions",
 ]

@@ -39,6 +39,7 @@ from .consumers import (
     check_push_config,
 )
 from .consumers.push import DEFAULT_PENDING_BYTES, DEFAULT_PENDING_MSGS
+from .kv.manager import KeyValueManager
 from .publish import (
     DEFAULT_MAX_PENDING,
     NO_CHECKS,
@@ -55,7 +56,7 @@ __all__ = ["JetStream"]
 log = logging.getLogger("jetstream_sync")
 
 
-class JetStream:
+class JetStream(KeyValueManager):
     """Manage streams and consumers, and publish with acknowledgements. Thread-safe; cheap to create.
 
     ``publish_retry`` is a ``tenacity.Retrying`` deciding how "no responders" (503) is retried by

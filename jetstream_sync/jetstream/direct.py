@@ -45,7 +45,16 @@ if TYPE_CHECKING:
     from .api import JetStreamAPI
     from .streams import Stream
 
-__all__ = ["DirectBatch", "RawStoredMsg", "direct_get_batch", "direct_get_batch_raw", "direct_get_one"]
+__all__ = [
+    "MULTI_LAST_LIMIT",
+    "DirectBatch",
+    "RawStoredMsg",
+    "direct_get_batch",
+    "direct_get_batch_raw",
+    "direct_get_last",
+    "direct_get_last_raw",
+    "direct_get_one",
+]
 
 _STATUS_LINE = b"NATS/1.0 "
 # What the server adds to each message of a direct get; everything else is the message's own header.
@@ -59,6 +68,8 @@ _SERVER_HEADERS = {
     b"Nats-Last-Sequence": 5,
 }
 _NS = NS_PER_SECOND
+#: the most messages one ``multi_last`` request may match (the server answers 413 beyond it)
+MULTI_LAST_LIMIT = 1024
 
 
 class RawStoredMsg(NamedTuple):
@@ -79,6 +90,8 @@ class DirectBatch(NamedTuple):
     num_pending: int
     #: the last sequence the server sent (0 when nothing was found); continue from ``last_seq + 1``
     last_seq: int
+    #: the stream sequence a ``multi_last`` request was answered as of (0 for other requests)
+    up_to_seq: int = 0
 
 
 def direct_get_batch(
@@ -160,15 +173,68 @@ def direct_get_batch_raw(
     subject = js.api.subject(f"DIRECT.GET.{stream.name}")
     deadline = time.monotonic() + seconds
     if len(filters) <= 1:
-        result = _request(js.client, subject, start, count, filters[0] if filters else None, max_bytes, deadline)
+        result = _request(
+            js.client, subject, _batch_body(start, count, filters[0] if filters else None, max_bytes), count, deadline
+        )
     else:
         result = _merge(
-            [_request(js.client, subject, start, count, f, max_bytes, deadline) for f in filters], count, max_bytes
+            [_request(js.client, subject, _batch_body(start, count, f, max_bytes), count, deadline) for f in filters],
+            count,
+            max_bytes,
         )
     if up_to_seq is not None and result.messages and result.messages[-1].seq > up_to_seq:
         kept = [m for m in result.messages if m.seq <= up_to_seq]
         return DirectBatch(kept, result.num_pending + len(result.messages) - len(kept), result.last_seq)
     return result
+
+
+def direct_get_last_raw(
+    stream: Stream,
+    subjects: Sequence[str],
+    *,
+    up_to_seq: int | None = None,
+    timeout: float | None = None,
+) -> list[RawStoredMsg]:
+    """The last message stored on each of ``subjects`` (wildcards allowed), in stream order, as one snapshot.
+
+    ADR-31's ``multi_last``: one request per :data:`MULTI_LAST_LIMIT` matching subjects; when more are asked
+    for, the later requests are pinned to the sequence the first was answered at (``up_to_seq``), so the
+    result is the state at one moment. Subjects with no message are simply absent. nats-server 2.11+ and a
+    stream with ``allow_direct``.
+    """
+    if isinstance(subjects, str):
+        raise errors.InvalidTypeError("subjects", "must be a sequence of subjects, not a str; use [subject]")
+    filters = list(dict.fromkeys(check_subject("subjects", s, wildcards=True) for s in subjects))
+    if not filters:
+        raise errors.InvalidArgumentError("subjects", "give at least one subject")
+    pinned = None if up_to_seq is None else check_int("up_to_seq", up_to_seq, minimum=1)
+    js = stream.jetstream
+    deadline = time.monotonic() + check_timeout(timeout, js.timeout)
+    subject = js.api.subject(f"DIRECT.GET.{stream.name}")
+    found: list[RawStoredMsg] = []
+    for first in range(0, len(filters), MULTI_LAST_LIMIT):
+        part = filters[first : first + MULTI_LAST_LIMIT]
+        body: dict[str, Any] = {"multi_last": part, "batch": MULTI_LAST_LIMIT}
+        if pinned is not None:
+            body["up_to_seq"] = pinned
+        result = _request(js.client, subject, body, MULTI_LAST_LIMIT, deadline)
+        found.extend(result.messages)
+        if pinned is None and result.up_to_seq:
+            pinned = result.up_to_seq
+    if len(filters) > MULTI_LAST_LIMIT:
+        found = sorted({m.seq: m for m in found}.values(), key=lambda m: m.seq)
+    return found
+
+
+def direct_get_last(
+    stream: Stream,
+    subjects: Sequence[str],
+    *,
+    up_to_seq: int | None = None,
+    timeout: float | None = None,
+) -> list[StoredMsg]:
+    """:func:`direct_get_last_raw` as :class:`~jetstream_sync.StoredMsg` objects."""
+    return [_stored(m) for m in direct_get_last_raw(stream, subjects, up_to_seq=up_to_seq, timeout=timeout)]
 
 
 def _check_subjects(subjects: Sequence[str] | None) -> list[str]:
@@ -211,20 +277,17 @@ def _merge(parts: list[DirectBatch], count: int, max_bytes: int | None) -> Direc
     return DirectBatch(merged, 0, max(p.last_seq for p in parts))
 
 
-def _request(
-    client: Client,
-    subject: str,
-    start: int,
-    count: int,
-    subject_filter: str | None,
-    max_bytes: int | None,
-    deadline: float,
-) -> DirectBatch:
+def _batch_body(start: int, count: int, subject_filter: str | None, max_bytes: int | None) -> dict[str, Any]:
     body: dict[str, Any] = {"seq": start, "batch": count}
     if subject_filter is not None:
         body["next_by_subj"] = subject_filter
     if max_bytes is not None:
         body["max_bytes"] = max_bytes
+    return body
+
+
+def _request(client: Client, subject: str, body: dict[str, Any], count: int, deadline: float) -> DirectBatch:
+    """Send one batch request and collect its messages up to the end-of-batch status."""
     inbox = client.new_inbox()
     # Room for the whole batch and its EOB, so a burst is never dropped as a slow consumer.
     sub = client.subscribe(inbox, max_pending=count + 2)
@@ -258,10 +321,17 @@ def _end_of_batch(raw: bytes, messages: list[RawStoredMsg], subject: str) -> Dir
     status, description, headers = parse_header_block(raw)
     if status == 204:
         return DirectBatch(
-            messages, int(headers.get("Nats-Num-Pending", "0")), int(headers.get("Nats-Last-Sequence", "0"))
+            messages,
+            int(headers.get("Nats-Num-Pending", "0")),
+            int(headers.get("Nats-Last-Sequence", "0")),
+            int(headers.get("Nats-UpTo-Sequence", "0")),
         )
     if status == 404:
         return DirectBatch(messages, 0, messages[-1].seq if messages else 0)
+    if status == 413:
+        raise errors.InvalidArgumentError(
+            "subjects", f"direct get on {subject}: the server refused the request as too many results"
+        )
     if status == 503:
         raise errors.NoRespondersError(
             f"no responders on {subject}: the stream does not allow direct get (StreamConfig.allow_direct) "

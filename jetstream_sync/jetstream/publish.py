@@ -15,7 +15,7 @@ import tenacity
 from .. import errors
 from .._protocol import Command, api_response, encode_pub_parts
 from .._runtime import LightFuture, Runtime, wait_while
-from .._validate import PreparedMessage, check_int, check_str_or_none, check_timeout
+from .._validate import PreparedMessage, check_int, check_str_or_none, check_timeout, to_seconds
 from ..models import PubAck
 
 __all__ = ["NO_CHECKS", "AsyncPublisher", "PublishOptions", "default_publish_retry", "parse_pub_ack"]
@@ -45,13 +45,35 @@ def _optional_sequence(_inst: object, attr: attrs.Attribute[Any], value: object)
         check_int(attr.name, value, minimum=0)
 
 
+def _message_ttl(value: float | timedelta | str | None) -> float | str | None:
+    """``ttl``: seconds (int, float or timedelta, at least 1 s, as the server requires) or ``"never"``."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if value == "never":
+            return value
+        raise errors.InvalidArgumentError("ttl", f"must be seconds or 'never', got {value!r}")
+    seconds = to_seconds("ttl", value)
+    if seconds < 1:
+        raise errors.InvalidArgumentError("ttl", f"must be at least 1 second (the server's minimum), got {seconds}")
+    return seconds
+
+
+def ttl_header(ttl: float | str) -> bytes:
+    """The ``Nats-TTL`` value: whole milliseconds in Go duration syntax, which the server parses exactly."""
+    if ttl == "never":
+        return b"never"
+    return b"%dms" % round(float(ttl) * 1000)
+
+
 @attrs.frozen(kw_only=True)
 class PublishOptions:
     """The checks a JetStream publish can carry, sent as ``Nats-*`` headers and enforced by the stream.
 
     ``msg_id`` deduplicates inside the stream's duplicate window (so a retried publish is stored once); the
     ``expected_*`` fields make the publish fail with a typed error (WrongLastSequenceError, ...) when the
-    stream is not in the state the publisher assumed (optimistic concurrency).
+    stream is not in the state the publisher assumed (optimistic concurrency). ``ttl`` (nats-server 2.11+,
+    on a stream with ``allow_msg_ttl``) removes this message after that many seconds, or ``"never"``.
     """
 
     msg_id: str | None = attrs.field(default=None, validator=_optional_text)
@@ -59,6 +81,7 @@ class PublishOptions:
     expected_last_sequence: int | None = attrs.field(default=None, validator=_optional_sequence)
     expected_last_subject_sequence: int | None = attrs.field(default=None, validator=_optional_sequence)
     expected_last_msg_id: str | None = attrs.field(default=None, validator=_optional_text)
+    ttl: float | str | None = attrs.field(default=None, converter=_message_ttl)
 
     def headers(self) -> list[tuple[bytes, bytes]]:
         """The ``Nats-*`` headers that carry these checks (none for the default options)."""
@@ -76,6 +99,8 @@ class PublishOptions:
         ):
             if number is not None:
                 extra.append((key, b"%d" % number))
+        if self.ttl is not None:
+            extra.append((b"Nats-TTL", ttl_header(self.ttl)))
         return extra
 
 

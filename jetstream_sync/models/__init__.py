@@ -36,6 +36,7 @@ from ._base import _Model as _Model
 from ._base import from_wire, nanos, parse_time, seconds, to_wire
 from .account import AccountInfo, AccountLimits, APIStats
 from .consumer import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy, ReplayPolicy, SequenceInfo
+from .kv import KeyValueConfig, KeyValueEntry, KeyValueOp, KeyValueStatus
 from .publish import PubAck
 from .stream import (
     DiscardPolicy,
@@ -72,4 +73,8 @@ __all__ = [
     "parse_time",
     "seconds",
     "to_wire",
+    "KeyValueConfig",
+    "KeyValueEntry",
+    "KeyValueOp",
+    "KeyValueStatus",
 ]

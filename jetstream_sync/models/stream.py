@@ -146,6 +146,12 @@ class StreamConfig(_Model):
     republish: dict[str, Any] | None = attrs.field(default=None, validator=_check_dict)
     metadata: dict[str, str] | None = attrs.field(default=None, validator=_check_str_dict)
     allow_msg_ttl: bool = attrs.field(default=False, validator=_check_bool)
+    subject_delete_marker_ttl: float | None = attrs.field(
+        default=None,
+        converter=attrs.converters.optional(_to_seconds),
+        validator=_check_duration,
+        metadata=_DURATION,
+    )
     consumer_limits: dict[str, Any] | None = attrs.field(default=None, validator=_check_dict)
 
     def __attrs_post_init__(self) -> None:
@@ -160,6 +166,13 @@ class StreamConfig(_Model):
                 raise InvalidArgumentError("discard_new_per_subject", "requires discard=DiscardPolicy.NEW")
             if self.max_msgs_per_subject <= 0:
                 raise InvalidArgumentError("discard_new_per_subject", "requires max_msgs_per_subject > 0")
+        if self.subject_delete_marker_ttl is not None:
+            # nats-server 2.11+: a marker left when max_age removes a subject's last message; it is itself a
+            # message with a TTL, so the stream must allow per-message TTLs.
+            if self.subject_delete_marker_ttl < 1:
+                raise InvalidArgumentError("subject_delete_marker_ttl", "must be at least 1 second")
+            if not self.allow_msg_ttl:
+                raise InvalidArgumentError("subject_delete_marker_ttl", "requires allow_msg_ttl=True")
 
 
 @attrs.frozen(kw_only=True)

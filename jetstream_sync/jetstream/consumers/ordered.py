@@ -88,6 +88,18 @@ class OrderedConsumer:
         self.cached_info = self.jetstream.consumer_info(self.stream_name, name)
         return self.cached_info
 
+    def close(self) -> None:
+        """Stop a running ``messages()``/``consume()`` and delete the live server-side consumer now, instead of
+        leaving it to ``inactive_threshold``. The handle stays usable: a later read starts a new consumer after
+        ``stream_sequence``."""
+        with self._lock:
+            pull = self._pull
+            if pull is not None:
+                pull.stop()
+            self._fresh = None
+            self._fetch_target = None
+            self._chain.delete_current_soon()
+
     def _adopt_start(self, info: ConsumerInfo) -> ConsumerInfo:
         """Before anything was delivered, the cursor starts where the first link does (see start_floor)."""
         if self._cursor.stream_seq == 0:
@@ -290,8 +302,10 @@ class OrderedConsumer:
         try:
             self._claim()
             fresh, self._fresh = self._fresh, None
-            if until_drained and fresh is not None:
-                fresh = None  # its num_pending is from when it was made: "caught up" needs a count made now
+            if until_drained and fresh is not None and fresh.num_pending == 0:
+                # "Nothing pending" is from when it was made: whether that is still so needs a count made now.
+                # With messages pending, each one delivered carries the live count, so the link can serve.
+                fresh = None
             if fresh is None:
                 self._chain.delete_current_soon()  # an earlier link; the pull makes its own from the cursor
             pull = OrderedPull(

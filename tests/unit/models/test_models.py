@@ -71,6 +71,7 @@ STREAM_INFO: dict[str, Any] = {
         "allow_rollup_hdrs": False,
         "consumer_limits": {},
         "metadata": {"_nats.req.level": "0", "owner": "billing"},
+        "allow_msg_ttl": True,
         "subject_delete_marker_ttl": 900_000_000_000,
         "persist_mode": "default",
     },
@@ -362,7 +363,8 @@ def test_stream_info_round_trip() -> None:
     )
     assert info.cluster is not None and info.cluster["leader"].startswith("NDX")
     assert info.extra == {"type": "io.nats.jetstream.api.v1.stream_info_response", "total": 0, "offset": 0, "limit": 0}
-    assert info.config.extra == {"subject_delete_marker_ttl": 900_000_000_000, "persist_mode": "default"}
+    assert info.config.extra == {"persist_mode": "default"}
+    assert info.config.subject_delete_marker_ttl == 900.0 and info.config.allow_msg_ttl
     assert StreamInfo.from_json(info.to_json()) == info
 
 

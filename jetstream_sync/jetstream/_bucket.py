@@ -1,0 +1,60 @@
+"""What key-value buckets and object stores share: each is a stream named ``<prefix><bucket>``.
+
+These helpers turn the stream API's answers into the stores' own errors (a missing stream is a missing
+bucket, a name in use is a bucket that exists with another configuration) and list the buckets of a kind by
+the subjects their streams capture, as every other client does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, cast
+
+from .. import errors
+from .._validate import check_bucket_name
+from ..models import StreamConfig, StreamInfo
+
+if TYPE_CHECKING:
+    from .context import JetStream
+
+__all__ = ["as_jetstream", "bucket_names", "bucket_stream_info", "create_bucket_stream", "update_bucket_stream"]
+
+
+def as_jetstream(manager: object) -> JetStream:
+    """The JetStream context a store manager mixin is part of (mypy cannot see the mixin's final class)."""
+    return cast("JetStream", manager)
+
+
+def bucket_stream_info(js: JetStream, prefix: str, bucket: str) -> StreamInfo:
+    """The info of bucket ``bucket``'s stream; BucketNotFoundError when there is none."""
+    check_bucket_name("bucket", bucket)
+    try:
+        return js.stream_info(prefix + bucket)
+    except errors.StreamNotFoundError as exc:
+        raise errors.BucketNotFoundError(exc.code, exc.err_code, f"bucket {bucket!r} not found") from exc
+
+
+def create_bucket_stream(js: JetStream, bucket: str, config: StreamConfig) -> StreamInfo:
+    """Create the stream; the same configuration again is no error (as for streams), another one is
+    BucketExistsError."""
+    try:
+        return js.create_stream(config).cached_info
+    except errors.StreamNameInUseError as exc:
+        raise errors.BucketExistsError(
+            exc.code, exc.err_code, f"bucket {bucket!r} exists with another configuration; update it instead"
+        ) from exc
+
+
+def update_bucket_stream(js: JetStream, bucket: str, config: StreamConfig) -> StreamInfo:
+    """Update the stream; BucketNotFoundError when the bucket does not exist."""
+    try:
+        return js.update_stream(config).cached_info
+    except errors.StreamNotFoundError as exc:
+        raise errors.BucketNotFoundError(exc.code, exc.err_code, f"bucket {bucket!r} not found") from exc
+
+
+def bucket_names(js: JetStream, prefix: str, subject_filter: str) -> Iterator[str]:
+    """The buckets whose streams capture ``subject_filter`` (``$KV.*.>``, ``$O.*.C.>``), without ``prefix``."""
+    for name in js.stream_names(subject_filter):
+        if name.startswith(prefix):
+            yield name[len(prefix) :]

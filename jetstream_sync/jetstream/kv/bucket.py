@@ -1,0 +1,354 @@
+"""KeyValue: one bucket's reads and writes (ADR-8, with nats.go's semantics).
+
+Writes are JetStream publishes to ``$KV.<bucket>.<key>``: compare-and-set through
+``Nats-Expected-Last-Subject-Sequence``, deletes and purges as marker messages (a purge also rolls up the
+key's history). Reads of one key go through direct get when the stream allows it (any replica answers);
+``get_many`` is one batched ``multi_last`` direct get. Everything that walks the bucket (``keys``,
+``history``, watchers, ``purge_deletes``) is an ordered consumer with server-side subject filters, so only the
+matching keys cross the network and a restart or reconnect in the middle costs nothing but a new consumer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING
+
+from ... import errors
+from ..._validate import check_payload, to_seconds
+from ...message import Msg
+from ...models import DeliverPolicy, StoredMsg, StreamInfo
+from ...models.kv import KV_STREAM_PREFIX, KeyValueEntry, KeyValueOp, KeyValueStatus
+from ..consumers import OrderedConsumer, OrderedConsumerConfig
+from ..direct import direct_get_last_raw
+from ..publish import PublishOptions
+from ..streams import Stream
+from ._keys import OPERATION_HEADER, check_filter, check_key, operation_of, operation_of_raw
+from .watch import KeyWatcher, WatchOptions
+
+if TYPE_CHECKING:
+    from ..context import JetStream
+
+__all__ = ["KeyValue"]
+
+_DELETE_HEADERS = {OPERATION_HEADER: KeyValueOp.DELETE.value}
+_PURGE_HEADERS = {OPERATION_HEADER: KeyValueOp.PURGE.value, "Nats-Rollup": "sub"}
+#: purge_deletes keeps markers younger than this by default (as nats.go), so watchers still see them
+DEFAULT_PURGE_DELETES_OLDER_THAN = 30 * 60.0
+
+
+class KeyValue:
+    """A handle on one bucket. Thread-safe; every call is one or a few requests, nothing is cached but the
+    stream's configuration at bind time.
+
+    For a bucket that mirrors another, keys live under the origin bucket's prefix and writes go to the origin
+    (as nats.go does); reads are served by this bucket's stream.
+    """
+
+    def __init__(self, js: JetStream, bucket: str, info: StreamInfo) -> None:
+        #: the JetStream context this handle was made by
+        self.jetstream = js
+        #: the bucket's name
+        self.bucket = bucket
+        self._stream = Stream(js, info)
+        config = info.config
+        origin = bucket
+        if config.mirror is not None:
+            name = str(config.mirror.get("name", ""))
+            origin = name[len(KV_STREAM_PREFIX) :] if name.startswith(KV_STREAM_PREFIX) else name
+        #: every key's subject starts with this: ``$KV.<bucket>.``
+        self.prefix = f"$KV.{origin}."
+        # Behind a domain or an imported API prefix, writes are routed through that prefix as well.
+        api_prefix = js.api_prefix
+        self._put_prefix = self.prefix if api_prefix == "$JS.API" else f"{api_prefix}.{self.prefix}"
+        self._allow_msg_ttl = config.allow_msg_ttl
+
+    def __repr__(self) -> str:
+        return f"<KeyValue {self.bucket!r}>"
+
+    @property
+    def stream_name(self) -> str:
+        """The bucket's stream, ``KV_<bucket>``."""
+        return self._stream.name
+
+    # -- writes -----------------------------------------------------------------------------------------
+    def put(self, key: str, value: bytes) -> int:
+        """Store ``value`` as the key's newest value; returns its revision."""
+        return self._publish(check_key(key), check_payload("value", value), None, None)
+
+    def create(self, key: str, value: bytes, *, ttl: float | timedelta | None = None) -> int:
+        """Store ``value`` only if the key has no live value (never written, deleted or purged).
+
+        KeyExistsError otherwise. ``ttl`` (a bucket with ``limit_marker_ttl``) removes this value after that
+        many seconds, leaving a marker: a lock that frees itself.
+        """
+        check_key(key)
+        data = check_payload("value", value)
+        options = self._ttl_options(ttl, PublishOptions(expected_last_subject_sequence=0))
+        try:
+            return self._publish(key, data, None, options)
+        except errors.KeyWrongLastSequenceError as exc:
+            # A delete or purge marker is "no value": take its place, still guarded against a racing writer.
+            try:
+                marker = self._last(key)
+            except errors.KeyNotFoundError:
+                raise self._exists(key, exc) from exc
+            if marker.operation is KeyValueOp.PUT:
+                raise self._exists(key, exc) from exc
+            retry = self._ttl_options(ttl, PublishOptions(expected_last_subject_sequence=marker.revision))
+            try:
+                return self._publish(key, data, None, retry)
+            except errors.KeyWrongLastSequenceError as again:
+                raise self._exists(key, again) from again
+
+    def update(self, key: str, value: bytes, last: int) -> int:
+        """Store ``value`` only if ``last`` is still the key's latest revision; KeyWrongLastSequenceError if not."""
+        check_key(key)
+        data = check_payload("value", value)
+        options = PublishOptions(expected_last_subject_sequence=_revision("last", last))
+        return self._publish(key, data, None, options)
+
+    def delete(self, key: str, *, last: int | None = None) -> None:
+        """Mark the key deleted (its history stays until purged). ``last``: only if that is its revision."""
+        check_key(key)
+        options = None if last is None else PublishOptions(expected_last_subject_sequence=_revision("last", last))
+        self._publish(key, b"", _DELETE_HEADERS, options)
+
+    def purge(self, key: str, *, last: int | None = None, ttl: float | timedelta | None = None) -> None:
+        """Remove the key's history, leaving one purge marker. ``ttl`` (a bucket with ``limit_marker_ttl``)
+        removes that marker too after that many seconds; ``last``: only if that is its revision."""
+        check_key(key)
+        base = (
+            PublishOptions() if last is None else PublishOptions(expected_last_subject_sequence=_revision("last", last))
+        )
+        self._publish(key, b"", _PURGE_HEADERS, self._ttl_options(ttl, base))
+
+    def purge_deletes(self, *, older_than: float | timedelta | None = DEFAULT_PURGE_DELETES_OLDER_THAN) -> int:
+        """Remove the delete and purge markers, and the history behind them; returns how many keys it cleared.
+
+        Markers younger than ``older_than`` seconds (default 30 min) keep themselves (their history goes), so
+        watchers that are behind still see the delete; ``None`` or 0 removes every marker now.
+        """
+        keep_younger = 0.0 if older_than is None else to_seconds("older_than", older_than, allow_zero=True)
+        now = datetime.now(timezone.utc)
+        markers = [
+            entry
+            for entry in self._scan([f"{self.prefix}>"], DeliverPolicy.LAST_PER_SUBJECT, headers_only=True)
+            if entry.operation is not KeyValueOp.PUT
+        ]
+        for entry in markers:
+            young = keep_younger > 0 and (now - entry.created).total_seconds() < keep_younger
+            self._stream.purge(subject=self.prefix + entry.key, keep=1 if young else 0)
+        return len(markers)
+
+    def _publish(self, key: str, data: bytes, headers: dict[str, str] | None, options: PublishOptions | None) -> int:
+        subject = self._put_prefix + key
+        try:
+            return self.jetstream.publish(subject, data, headers, options=options).seq
+        except errors.WrongLastSequenceError as exc:
+            raise errors.KeyWrongLastSequenceError(
+                exc.code, exc.err_code, f"key {key!r} in bucket {self.bucket!r}: {exc.description}"
+            ) from exc
+        except errors.NoStreamResponseError as exc:
+            raise errors.BucketNotFoundError(404, 10059, f"bucket {self.bucket!r} not found: {exc}") from exc
+
+    def _ttl_options(self, ttl: float | timedelta | None, base: PublishOptions) -> PublishOptions:
+        if ttl is None:
+            return base
+        if not self._allow_msg_ttl:
+            raise errors.InvalidArgumentError(
+                "ttl",
+                f"bucket {self.bucket!r} has no per-key TTLs; create it with limit_marker_ttl "
+                "(nats-server 2.11 or later)",
+            )
+        return PublishOptions(expected_last_subject_sequence=base.expected_last_subject_sequence, ttl=ttl)
+
+    def _exists(self, key: str, cause: errors.KeyWrongLastSequenceError) -> errors.KeyExistsError:
+        return errors.KeyExistsError(cause.code, cause.err_code, f"key {key!r} exists in bucket {self.bucket!r}")
+
+    # -- reads ------------------------------------------------------------------------------------------
+    def get(self, key: str, *, revision: int | None = None) -> KeyValueEntry:
+        """The key's newest value, or the one at ``revision``.
+
+        KeyNotFoundError when there is none; KeyDeletedError (a KeyNotFoundError) when it is a delete or purge
+        marker, with the marker as ``entry``.
+        """
+        check_key(key)
+        entry = self._last(key) if revision is None else self._at(key, _revision("revision", revision))
+        if entry.operation is not KeyValueOp.PUT:
+            raise errors.KeyDeletedError(f"key {key!r} in bucket {self.bucket!r} was deleted", entry)
+        return entry
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, KeyValueEntry]:
+        """The newest value of each of ``keys`` in one round trip (a batched ``multi_last`` direct get, up to
+        1024 keys per request, all read as of one moment). Keys without a live value are absent from the result.
+
+        Needs nats-server 2.11 or later.
+        """
+        if isinstance(keys, str):
+            raise errors.InvalidTypeError("keys", "must be an iterable of keys, not a str; use [key]")
+        wanted = [check_key(k, "keys") for k in keys]
+        if not wanted:
+            return {}
+        found: dict[str, KeyValueEntry] = {}
+        cut = len(self.prefix)
+        raw = direct_get_last_raw(self._stream, [self.prefix + k for k in wanted])
+        for m in raw:
+            operation = operation_of(dict(m.headers) if m.headers else None)
+            if operation is KeyValueOp.PUT:
+                found[m.subject[cut:]] = KeyValueEntry(
+                    bucket=self.bucket,
+                    key=m.subject[cut:],
+                    value=m.data,
+                    revision=m.seq,
+                    created=datetime.fromtimestamp(m.time_ns / 1e9, timezone.utc),
+                    operation=operation,
+                )
+        return {k: found[k] for k in wanted if k in found}
+
+    def _last(self, key: str) -> KeyValueEntry:
+        try:
+            stored = self._stream.get_last_msg(self.prefix + key)
+        except errors.MessageNotFoundError as exc:
+            raise errors.KeyNotFoundError(f"key {key!r} not found in bucket {self.bucket!r}") from exc
+        return self._entry(key, stored)
+
+    def _at(self, key: str, revision: int) -> KeyValueEntry:
+        try:
+            stored = self._stream.get_msg(revision)
+        except errors.MessageNotFoundError as exc:
+            raise errors.KeyNotFoundError(f"key {key!r} has no revision {revision} in bucket {self.bucket!r}") from exc
+        if stored.subject != self.prefix + key:
+            raise errors.KeyNotFoundError(f"revision {revision} of bucket {self.bucket!r} is not key {key!r}")
+        return self._entry(key, stored)
+
+    def _entry(self, key: str, stored: StoredMsg) -> KeyValueEntry:
+        return KeyValueEntry(
+            bucket=self.bucket,
+            key=key,
+            value=stored.data,
+            revision=stored.seq,
+            created=stored.time,
+            operation=operation_of(stored.headers),
+        )
+
+    # -- walking the bucket -----------------------------------------------------------------------------
+    def keys(self, *filters: str) -> Iterator[str]:
+        """The keys with a live value, matching any of ``filters`` (``*`` and ``>`` allowed; none: all keys).
+
+        Filtered by the server and streamed: only matching keys' headers cross the network, whatever the
+        bucket's size. Stop early by closing the iterator (``break`` in a for loop does).
+        """
+        subjects = self._filter_subjects(filters)
+        cut = len(self.prefix)
+        for msg in self._messages(subjects, DeliverPolicy.LAST_PER_SUBJECT, headers_only=True):
+            if operation_of_raw(msg.raw_headers) is KeyValueOp.PUT:
+                yield msg.subject[cut:]
+
+    def history(self, key: str) -> list[KeyValueEntry]:
+        """Every stored value and marker of ``key``, oldest first; KeyNotFoundError when it has none."""
+        check_key(key)
+        entries = list(self._scan([self.prefix + key], DeliverPolicy.ALL, headers_only=False))
+        if not entries:
+            raise errors.KeyNotFoundError(f"key {key!r} not found in bucket {self.bucket!r}")
+        return entries
+
+    def watch(
+        self,
+        keys: str | Sequence[str] = ">",
+        *,
+        include_history: bool = False,
+        ignore_deletes: bool = False,
+        meta_only: bool = False,
+        updates_only: bool = False,
+        resume_from_revision: int | None = None,
+    ) -> KeyWatcher:
+        """Entries of ``keys`` (a filter or several) as they change: first the current values, then ``None``
+        once, then every change, in order, across server restarts and reconnects. Use it as a context manager.
+
+        ``include_history`` starts with every stored value instead of the latest; ``updates_only`` starts with
+        nothing (and sends no ``None``); ``resume_from_revision`` starts at that revision; ``meta_only`` leaves
+        values empty; ``ignore_deletes`` skips delete and purge markers.
+        """
+        filters = [keys] if isinstance(keys, str) else list(keys)
+        options = WatchOptions(
+            include_history=include_history,
+            ignore_deletes=ignore_deletes,
+            meta_only=meta_only,
+            updates_only=updates_only,
+            resume_from_revision=resume_from_revision,
+        )
+        return KeyWatcher(self, self._filter_subjects(filters), options)
+
+    def watch_all(self, **options: bool | int | None) -> KeyWatcher:
+        """:meth:`watch` of every key."""
+        return self.watch(">", **options)  # type: ignore[arg-type]
+
+    def status(self) -> KeyValueStatus:
+        """The bucket's state (values, bytes, history, TTL, ...), from its stream's info."""
+        return KeyValueStatus.from_stream_info(self.bucket, self._stream.info())
+
+    def _filter_subjects(self, filters: Sequence[str]) -> list[str]:
+        if not filters:
+            return [f"{self.prefix}>"]
+        checked = [check_filter(f, "keys") for f in filters]
+        if ">" in checked:
+            return [f"{self.prefix}>"]
+        return [self.prefix + f for f in dict.fromkeys(checked)]
+
+    def _messages(self, subjects: list[str], policy: DeliverPolicy, *, headers_only: bool) -> Iterator[Msg]:
+        """The matching messages as of now, through an ordered consumer that ends when caught up."""
+        consumer = self.ordered_consumer(subjects, policy, headers_only=headers_only)
+        try:
+            if consumer.cached_info.num_pending == 0:
+                return
+            with consumer.messages(until_drained=True) as it:
+                yield from it
+        finally:
+            consumer.close()
+
+    def _scan(self, subjects: list[str], policy: DeliverPolicy, *, headers_only: bool) -> Iterator[KeyValueEntry]:
+        cut = len(self.prefix)
+        for msg in self._messages(subjects, policy, headers_only=headers_only):
+            yield self.entry_of(msg, cut)
+
+    def ordered_consumer(
+        self,
+        subjects: list[str],
+        policy: DeliverPolicy,
+        *,
+        headers_only: bool = False,
+        start_revision: int | None = None,
+    ) -> OrderedConsumer:
+        """An ordered consumer on this bucket's stream (what keys, history and watchers read through)."""
+        config = OrderedConsumerConfig(
+            filter_subjects=subjects,
+            deliver_policy=policy,
+            opt_start_seq=start_revision,
+            headers_only=headers_only,
+        )
+        try:
+            return self.jetstream.ordered_consumer(self._stream.name, config)
+        except errors.StreamNotFoundError as exc:
+            raise errors.BucketNotFoundError(exc.code, exc.err_code, f"bucket {self.bucket!r} not found") from exc
+
+    def entry_of(self, msg: Msg, cut: int | None = None) -> KeyValueEntry:
+        """The entry a consumed message of this bucket stands for."""
+        metadata = msg.metadata
+        return KeyValueEntry(
+            bucket=self.bucket,
+            key=msg.subject[len(self.prefix) if cut is None else cut :],
+            value=msg.data,
+            revision=metadata.sequence.stream,
+            created=metadata.timestamp,
+            delta=metadata.num_pending,
+            operation=operation_of_raw(msg.raw_headers),
+        )
+
+
+def _revision(field: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise errors.InvalidTypeError(field, f"must be a revision (int), got {type(value).__name__}")
+    if value < 0:
+        raise errors.InvalidArgumentError(field, f"must be >= 0, got {value}")
+    return value

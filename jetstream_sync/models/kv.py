@@ -1,0 +1,236 @@
+"""Key-value types: :class:`KeyValueConfig` (what a bucket is made with), :class:`KeyValueEntry` (one value of a
+key), :class:`KeyValueOp` and :class:`KeyValueStatus`.
+
+A bucket is a stream (ADR-8): ``KV_<bucket>`` capturing ``$KV.<bucket>.>``, one subject per key, history as
+``max_msgs_per_subject``, the TTL as ``max_age``. :meth:`KeyValueConfig.stream_config` is that mapping, the
+same one nats.go and nats-py make, so a bucket created here is the bucket every other client expects.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+from .._validate import check_bucket_name
+from ..errors import InvalidArgumentError, KeyHistoryTooLargeError
+from ._base import (
+    _check_bool,
+    _check_dict,
+    _check_dict_list,
+    _check_duration,
+    _check_int,
+    _check_str,
+    _check_str_dict,
+    _to_enum,
+    _to_seconds,
+)
+from .stream import DiscardPolicy, StorageType, StoreCompression, StreamConfig, StreamInfo
+
+__all__ = ["KV_STREAM_PREFIX", "KeyValueConfig", "KeyValueEntry", "KeyValueOp", "KeyValueStatus"]
+
+#: a bucket ``b`` is the stream ``KV_b``
+KV_STREAM_PREFIX = "KV_"
+#: the most values per key a bucket may keep (the server's limit for KV, which every client enforces)
+MAX_HISTORY = 64
+# The duplicate window every client gives a bucket, unless its TTL is shorter.
+_DUPLICATE_WINDOW = 120.0
+
+
+class KeyValueOp(enum.Enum):
+    """What an entry records: a value, a delete marker, or a purge marker (which also dropped the history)."""
+
+    PUT = "PUT"
+    DELETE = "DEL"
+    PURGE = "PURGE"
+
+
+def _storage(value: StorageType | str) -> StorageType:
+    return _to_enum(StorageType, "storage", value)
+
+
+def _check_bucket(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
+    check_bucket_name(attr.name, value)
+
+
+def _check_history(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
+    _check_int(1)(_inst, attr, value)
+    if isinstance(value, int) and value > MAX_HISTORY:
+        raise KeyHistoryTooLargeError(attr.name, f"must be at most {MAX_HISTORY}, got {value}")
+
+
+def _check_marker_ttl(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
+    _check_duration(_inst, attr, value)
+    if isinstance(value, float) and value < 1:
+        raise InvalidArgumentError(attr.name, f"must be at least 1 second (the server's minimum), got {value}")
+
+
+def _optional_seconds(value: float | Any) -> Any:
+    return None if value is None else _to_seconds(value)
+
+
+@attrs.frozen(kw_only=True)
+class KeyValueConfig:
+    """A bucket's configuration (as nats.go's ``KeyValueConfig``).
+
+    ``history`` values are kept per key (1-64); ``ttl`` ends every value that long after it was written
+    (None: never); ``max_value_size`` and ``max_bytes`` are -1 for unlimited. ``limit_marker_ttl``
+    (nats-server 2.11+) makes the server leave a marker, kept that long, when a value ends by the bucket's TTL
+    and enables per-key TTLs (``create(..., ttl=)``, ``purge(..., ttl=)``). ``mirror`` and ``sources`` are the
+    server's JSON shape; a name without ``KV_`` means that bucket.
+    """
+
+    bucket: str = attrs.field(validator=_check_bucket)
+    description: str | None = attrs.field(default=None, validator=_check_str)
+    max_value_size: int = attrs.field(default=-1, validator=_check_int(-1))
+    history: int = attrs.field(default=1, validator=_check_history)
+    ttl: float | None = attrs.field(default=None, converter=_optional_seconds, validator=_check_duration)
+    max_bytes: int = attrs.field(default=-1, validator=_check_int(-1))
+    storage: StorageType = attrs.field(default=StorageType.FILE, converter=_storage)
+    replicas: int = attrs.field(default=1, validator=_check_int(1, 5))
+    placement: dict[str, Any] | None = attrs.field(default=None, validator=_check_dict)
+    republish: dict[str, Any] | None = attrs.field(default=None, validator=_check_dict)
+    mirror: dict[str, Any] | None = attrs.field(default=None, validator=_check_dict)
+    sources: list[dict[str, Any]] | None = attrs.field(default=None, validator=_check_dict_list)
+    compression: bool = attrs.field(default=False, validator=_check_bool)
+    metadata: dict[str, str] | None = attrs.field(default=None, validator=_check_str_dict)
+    limit_marker_ttl: float | None = attrs.field(default=None, converter=_optional_seconds, validator=_check_marker_ttl)
+
+    def __attrs_post_init__(self) -> None:
+        if self.mirror is not None and self.sources:
+            raise InvalidArgumentError("mirror", "a bucket can mirror one bucket or take sources, not both")
+        if self.mirror is not None and not isinstance(self.mirror.get("name"), str):
+            raise InvalidArgumentError("mirror", "needs a 'name' (the bucket or KV_ stream to mirror)")
+
+    def stream_config(self) -> StreamConfig:
+        """The bucket's stream, as every client makes it: rollups allowed (purge), deletes denied (markers
+        instead), new values refused once ``max_bytes`` is full, direct get on."""
+        window = _DUPLICATE_WINDOW
+        if self.ttl and self.ttl < window:
+            window = self.ttl
+        subjects: list[str] = []
+        mirror = None
+        sources = None
+        if self.mirror is not None:
+            mirror = {**self.mirror, "name": _kv_stream(self.mirror["name"])}
+        else:
+            subjects = [f"$KV.{self.bucket}.>"]
+        if self.sources:
+            sources = [self._source(source) for source in self.sources]
+        return StreamConfig(
+            name=KV_STREAM_PREFIX + self.bucket,
+            description=self.description,
+            subjects=subjects,
+            max_msgs_per_subject=self.history,
+            max_bytes=self.max_bytes,
+            max_age=self.ttl or 0.0,
+            max_msg_size=self.max_value_size,
+            storage=self.storage,
+            num_replicas=self.replicas,
+            placement=self.placement,
+            allow_rollup_hdrs=True,
+            deny_delete=True,
+            duplicate_window=window,
+            allow_direct=True,
+            mirror_direct=mirror is not None,
+            mirror=mirror,
+            sources=sources,
+            republish=self.republish,
+            compression=StoreCompression.S2 if self.compression else None,
+            discard=DiscardPolicy.NEW,
+            metadata=self.metadata,
+            allow_msg_ttl=self.limit_marker_ttl is not None,
+            subject_delete_marker_ttl=self.limit_marker_ttl,
+        )
+
+    def _source(self, source: dict[str, Any]) -> dict[str, Any]:
+        """A source bucket's keys land under this bucket's prefix (as nats.go maps them)."""
+        name = source.get("name")
+        if not isinstance(name, str):
+            raise InvalidArgumentError("sources", "each source needs a 'name' (the bucket or KV_ stream)")
+        stream = _kv_stream(name)
+        mapped = {**source, "name": stream}
+        origin = stream[len(KV_STREAM_PREFIX) :]
+        if origin != self.bucket and "subject_transforms" not in source and "external" not in source:
+            mapped["subject_transforms"] = [{"src": f"$KV.{origin}.>", "dest": f"$KV.{self.bucket}.>"}]
+        return mapped
+
+    @classmethod
+    def from_stream(cls, bucket: str, config: StreamConfig) -> KeyValueConfig:
+        """The bucket configuration a stream stands for (what update_key_value starts from)."""
+        return cls(
+            bucket=bucket,
+            description=config.description,
+            max_value_size=config.max_msg_size,
+            history=max(1, min(config.max_msgs_per_subject, MAX_HISTORY)),
+            ttl=config.max_age or None,
+            max_bytes=config.max_bytes,
+            storage=config.storage,
+            replicas=config.num_replicas,
+            placement=config.placement,
+            republish=config.republish,
+            mirror=config.mirror,
+            sources=config.sources,
+            compression=config.compression is StoreCompression.S2,
+            metadata=config.metadata,
+            limit_marker_ttl=config.subject_delete_marker_ttl,
+        )
+
+
+def _kv_stream(name: str) -> str:
+    return name if name.startswith(KV_STREAM_PREFIX) else KV_STREAM_PREFIX + name
+
+
+@attrs.frozen(kw_only=True)
+class KeyValueEntry:
+    """One value of a key as the bucket stored it.
+
+    ``revision`` is its stream sequence (what ``update(last=)`` compares); ``delta`` how many newer entries
+    matched the read when it was delivered (0 for the newest; always 0 from ``get``); ``operation`` says
+    whether it is a value or a delete/purge marker (``value`` is then empty).
+    """
+
+    bucket: str
+    key: str
+    value: bytes
+    revision: int
+    created: datetime
+    delta: int = 0
+    operation: KeyValueOp = KeyValueOp.PUT
+
+
+@attrs.frozen(kw_only=True)
+class KeyValueStatus:
+    """A bucket's state, from its stream's info.
+
+    ``values`` counts every stored entry (markers and history too), ``bytes`` their size. ``stream_info`` is
+    the whole stream info, for what this summary leaves out.
+    """
+
+    bucket: str
+    values: int
+    history: int
+    ttl: float | None
+    bytes: int
+    is_compressed: bool
+    limit_marker_ttl: float | None
+    metadata: dict[str, str] | None
+    stream_info: StreamInfo
+    backing_store: str = "JetStream"
+
+    @classmethod
+    def from_stream_info(cls, bucket: str, info: StreamInfo) -> KeyValueStatus:
+        config = info.config
+        return cls(
+            bucket=bucket,
+            values=info.state.messages,
+            history=config.max_msgs_per_subject,
+            ttl=config.max_age or None,
+            bytes=info.state.bytes,
+            is_compressed=config.compression is StoreCompression.S2,
+            limit_marker_ttl=config.subject_delete_marker_ttl,
+            metadata=config.metadata,
+            stream_info=info,
+        )
