@@ -42,3 +42,11 @@ def test_ordered_replay_reads_from_a_time_in_order_and_ends_when_caught_up():
     assert result.returncode == 0, result.stderr
     assert "replayed 5 ledger.eu entries" in result.stdout
     assert "entry 1, entry 3, entry 5, entry 7, entry 9" in result.stdout
+
+
+def test_feature_flags_watcher_follows_changes_from_another_thread():
+    result = run_example("feature_flags.py")
+    assert result.returncode == 0, result.stderr
+    assert "loaded: checkout.new_flow=off search.v2=on" in result.stdout
+    assert "after the flip: checkout.new_flow=on search.v2=off" in result.stdout
+    assert "history of checkout.new_flow: off, on" in result.stdout
