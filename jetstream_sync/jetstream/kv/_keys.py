@@ -53,19 +53,18 @@ def _key_problem(key: str, wildcards: bool) -> str | None:
 
 def check_key(key: object, field: str = "key") -> str:
     """A key to read or write: no wildcards."""
-    if not isinstance(key, str):
-        raise errors.InvalidTypeError(field, f"must be a str, got {type(key).__name__}")
-    problem = _key_problem(key, False)
-    if problem is not None:
-        raise errors.InvalidKeyError(field, problem)
-    return key
+    return _checked(key, field, wildcards=False)
 
 
 def check_filter(key: object, field: str = "keys") -> str:
     """A key filter for watch and keys: ``*`` and ``>`` allowed as tokens."""
+    return _checked(key, field, wildcards=True)
+
+
+def _checked(key: object, field: str, *, wildcards: bool) -> str:
     if not isinstance(key, str):
         raise errors.InvalidTypeError(field, f"must be a str, got {type(key).__name__}")
-    problem = _key_problem(key, True)
+    problem = _key_problem(key, wildcards)
     if problem is not None:
         raise errors.InvalidKeyError(field, problem)
     return key
