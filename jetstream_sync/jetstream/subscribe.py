@@ -30,7 +30,7 @@ from .consumers import OrderedConsumerConfig
 from .consumers._ordered import ConsumerChain
 from .consumers._pull import FetchPull, PullTarget
 from .consumers._push import OrderedPush, PushEngine, PushLimits
-from .consumers.consumer import check_callable, reporter
+from .consumers._reads import check_callable, reporter
 from .consumers.delivery import ConsumeContext, MessagesIterator
 from .consumers.options import FetchOptions
 from .consumers.push import DEFAULT_PENDING_BYTES, DEFAULT_PENDING_MSGS

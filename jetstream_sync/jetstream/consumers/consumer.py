@@ -6,44 +6,36 @@ Each reading method takes its options as keywords or as one ``options=`` object 
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from ... import errors
-from ..._runtime import Runtime
 from ..._validate import options_from, to_seconds
 from ...message import Msg
 from ...models import AckPolicy, ConsumerInfo
 from ._pull import ContinuousPull, FetchPull, PullTarget
+from ._reads import FetchCalls, ServerConsumerHandle, check_callable, reporter
 from .delivery import ConsumeContext, ErrorHandler, MessageBatch, MessagesIterator
 from .options import DEFAULT_EXPIRES, ConsumeOptions, FetchOptions
 
 if TYPE_CHECKING:
     from ..context import JetStream
 
-__all__ = ["Consumer", "check_callable", "reporter"]
+__all__ = ["Consumer"]
 
-log = logging.getLogger("jetstream_sync")
 
 # The client-side deadline of a fetch outlives the server's expiry by this much, so the server's own
 # "expired" status normally ends the batch.
 _FETCH_GRACE = 1.0
 
 
-class Consumer:
+class Consumer(ServerConsumerHandle, FetchCalls):
     """A handle on one pull consumer. ``cached_info`` is what the last call saw; ``info()`` asks the server."""
 
     def __init__(self, js: JetStream, info: ConsumerInfo) -> None:
-        #: the JetStream context this handle was made by
-        self.jetstream = js
-        self._runtime: Runtime = js.client.runtime
-        self.stream_name: str = info.stream_name
-        self.name: str = info.name
-        self.cached_info = info
+        super().__init__(js, info)
         self._pull_target = PullTarget(
             stream=self.stream_name,
             consumer=self.name,
@@ -51,39 +43,7 @@ class Consumer:
             ack_none=info.config.ack_policy == AckPolicy.NONE,  # a consumer's ack policy cannot change
         )
 
-    def __repr__(self) -> str:
-        return f"<Consumer {self.stream_name!r}/{self.name!r}>"
-
-    def info(self) -> ConsumerInfo:
-        self.cached_info = self.jetstream.consumer_info(self.stream_name, self.name)
-        return self.cached_info
-
-    def delete(self) -> None:
-        self.jetstream.delete_consumer(self.stream_name, self.name)
-
     # -- one pull at a time -----------------------------------------------------------------------------
-    def fetch(
-        self, max_messages: int | None = None, *, options: FetchOptions | None = None, **kwargs: Any
-    ) -> MessageBatch:
-        """One pull for up to ``max_messages`` (and ``max_bytes``); messages are yielded as they arrive.
-
-        Keywords: ``max_bytes``, ``expires`` (30 s), ``idle_heartbeat`` (5 s for pulls of 10 s or longer),
-        ``no_wait``; or ``options=FetchOptions(...)``. An expired or empty pull is a normal, possibly empty batch.
-        """
-        if options is None:
-            kwargs["max_messages"] = max_messages
-        elif max_messages is not None:
-            raise errors.InvalidArgumentError("max_messages", "give it inside options= or as the argument, not both")
-        return self._fetch(options_from(FetchOptions, options, kwargs, "fetch"))
-
-    def fetch_bytes(self, max_bytes: int, **kwargs: Any) -> MessageBatch:
-        """One pull for up to ``max_bytes`` bytes of messages (size as the server counts it)."""
-        return self._fetch(options_from(FetchOptions, None, {"max_bytes": max_bytes, **kwargs}, "fetch"))
-
-    def fetch_no_wait(self, max_messages: int) -> MessageBatch:
-        """What is available now, up to ``max_messages``, without waiting for more."""
-        return self._fetch(FetchOptions(max_messages=max_messages, no_wait=True))
-
     def next(
         self, timeout: float | timedelta = DEFAULT_EXPIRES, *, idle_heartbeat: float | timedelta | None = None
     ) -> Msg:
@@ -148,17 +108,3 @@ class Consumer:
         pull.start(self.jetstream.timeout)
         context.start()
         return context
-
-
-def reporter(label: str, handler: ErrorHandler | None, runtime: Runtime) -> Callable[[BaseException], None]:
-    """Where a consume's asynchronous errors go: the user's handler on the watchdog thread, or the log."""
-    if handler is None:
-        return lambda exc: log.warning("consume %s: %s", label, exc)
-    return lambda exc: runtime.run_on_watchdog(handler, exc)
-
-
-def check_callable(field: str, fn: object) -> None:
-    if not callable(fn):
-        raise errors.InvalidTypeError(field, "must be callable")
-    if asyncio.iscoroutinefunction(fn):
-        raise errors.InvalidTypeError(field, "must be a plain function; jetstream_sync runs no user coroutines")

@@ -24,7 +24,7 @@ from ...message import Msg
 from ...models import ConsumerInfo
 from ._ordered import RESET_BACKOFF_FIRST, ConsumerChain, OrderedBatch, OrderedFetchState, OrderedPull, next_backoff
 from ._pull import FetchPull, PullTarget
-from .consumer import check_callable, reporter
+from ._reads import FetchCalls, check_callable, reporter
 from .delivery import ConsumeContext, ErrorHandler, MessageBatch, MessagesIterator
 from .options import DEFAULT_EXPIRES, ConsumeOptions, FetchOptions, OrderedConsumerConfig
 
@@ -38,7 +38,7 @@ log = logging.getLogger("jetstream_sync")
 _FETCH_GRACE = 1.0
 
 
-class OrderedConsumer:
+class OrderedConsumer(FetchCalls):
     """A handle on an ordered read of one stream. Thread-safe; reads one place at a time.
 
     ``stream_sequence`` is the stream sequence of the last message handed out; the next read (of any kind)
@@ -142,24 +142,6 @@ class OrderedConsumer:
         return self._lock
 
     # -- fetch ------------------------------------------------------------------------------------------
-    def fetch(
-        self, max_messages: int | None = None, *, options: FetchOptions | None = None, **kwargs: Any
-    ) -> MessageBatch:
-        """Up to ``max_messages`` messages in order (keywords as :meth:`Consumer.fetch`)."""
-        if options is None:
-            kwargs["max_messages"] = max_messages
-        elif max_messages is not None:
-            raise errors.InvalidArgumentError("max_messages", "give it inside options= or as the argument, not both")
-        return self._fetch(options_from(FetchOptions, options, kwargs, "fetch"))
-
-    def fetch_bytes(self, max_bytes: int, **kwargs: Any) -> MessageBatch:
-        """Messages in order, up to ``max_bytes`` bytes."""
-        return self._fetch(options_from(FetchOptions, None, {"max_bytes": max_bytes, **kwargs}, "fetch"))
-
-    def fetch_no_wait(self, max_messages: int) -> MessageBatch:
-        """What is available now, in order, up to ``max_messages``."""
-        return self._fetch(FetchOptions(max_messages=max_messages, no_wait=True))
-
     def next(
         self, timeout: float | timedelta = DEFAULT_EXPIRES, *, idle_heartbeat: float | timedelta | None = None
     ) -> Msg:

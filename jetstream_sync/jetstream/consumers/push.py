@@ -8,7 +8,6 @@ gap detection, error statuses); the buffer is bounded by :class:`PushOptions`. F
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable
 from datetime import timedelta
@@ -18,13 +17,12 @@ import attrs
 
 from ... import errors
 from ..._runtime import Runtime
-from ..._validate import check_int, options_from, to_seconds
-from ...message import Msg
+from ..._validate import check_int, to_seconds
 from ...models import AckPolicy, ConsumerConfig, ConsumerInfo
 from ._ordered import ConsumerChain
 from ._push import OrderedPush, PushEngine, PushLimits
-from .consumer import check_callable, reporter
-from .delivery import ConsumeContext, ErrorHandler, MessagesIterator
+from ._reads import PushReads, ServerConsumerHandle, reporter
+from .delivery import ErrorHandler
 from .options import OrderedConsumerConfig
 
 if TYPE_CHECKING:
@@ -32,7 +30,6 @@ if TYPE_CHECKING:
 
 __all__ = ["OrderedPushConsumer", "PushConsumer", "PushOptions", "check_push_config"]
 
-log = logging.getLogger("jetstream_sync")
 
 DEFAULT_PENDING_MSGS = 65_536
 DEFAULT_PENDING_BYTES = 64 * 1024 * 1024
@@ -112,16 +109,11 @@ class _OneAtATime:
             return engine
 
 
-class PushConsumer:
+class PushConsumer(ServerConsumerHandle, PushReads):
     """A handle on one push consumer. ``cached_info`` is what the last call saw; ``info()`` asks the server."""
 
     def __init__(self, js: JetStream, info: ConsumerInfo) -> None:
-        #: the JetStream context this handle was made by
-        self.jetstream = js
-        self._runtime: Runtime = js.client.runtime
-        self.stream_name: str = info.stream_name
-        self.name: str = info.name
-        self.cached_info = info
+        super().__init__(js, info)
         self._running = _OneAtATime(
             lambda: errors.DuplicateSubscriptionError(
                 f"push consumer {self.stream_name}/{self.name} is already read by messages()/consume() of this "
@@ -129,24 +121,8 @@ class PushConsumer:
             )
         )
 
-    def __repr__(self) -> str:
-        return f"<PushConsumer {self.stream_name!r}/{self.name!r}>"
-
-    def info(self) -> ConsumerInfo:
-        self.cached_info = self.jetstream.consumer_info(self.stream_name, self.name)
-        return self.cached_info
-
-    def delete(self) -> None:
-        self.jetstream.delete_consumer(self.stream_name, self.name)
-
-    def _engine(
-        self, options: PushOptions | None, kwargs: dict[str, Any], error_handler: ErrorHandler | None
-    ) -> PushEngine:
+    def _engine(self, options: PushOptions, error_handler: ErrorHandler | None) -> PushEngine:
         runtime = self._runtime
-        runtime.check_usable()
-        if error_handler is not None:
-            check_callable("error_handler", error_handler)
-        opts = options_from(PushOptions, options, kwargs, "consume")
         config = self.cached_info.config
         if not config.deliver_subject:
             raise errors.PullSubscribeRequiredError(
@@ -163,7 +139,7 @@ class PushConsumer:
                 queue=config.deliver_group or "",
                 ack_none=config.ack_policy == AckPolicy.NONE,
                 heartbeat=config.idle_heartbeat or 0.0,
-                limits=opts.limits(),
+                limits=options.limits(),
                 gap_detection=not config.deliver_group,
                 report=reporter(label, error_handler, runtime),
             )
@@ -172,32 +148,8 @@ class PushConsumer:
 
         return self._running.begin(start)
 
-    def messages(
-        self, *, options: PushOptions | None = None, error_handler: ErrorHandler | None = None, **kwargs: Any
-    ) -> MessagesIterator:
-        """An iterator over what the server pushes; keywords (or ``options=``) as :class:`PushOptions`.
 
-        Heartbeat alarms, gaps, dropped messages and error statuses go to ``error_handler`` (or the log).
-        """
-        return MessagesIterator(self._engine(options, kwargs, error_handler))
-
-    def consume(
-        self,
-        handler: Callable[[Msg], object],
-        *,
-        options: PushOptions | None = None,
-        error_handler: ErrorHandler | None = None,
-        **kwargs: Any,
-    ) -> ConsumeContext:
-        """Run ``handler(msg)`` for every message, serially, on the consume's own thread."""
-        check_callable("handler", handler)
-        engine = self._engine(options, kwargs, error_handler)
-        context = ConsumeContext(engine, handler)
-        context.start()
-        return context
-
-
-class OrderedPushConsumer:
+class OrderedPushConsumer(PushReads):
     """An ordered read of a stream over push delivery (flow control and heartbeats, no acks), recreated after
     any fault as the pull-based :class:`OrderedConsumer`; one read at a time."""
 
@@ -231,14 +183,8 @@ class OrderedPushConsumer:
         """The live server-side consumer's name (it changes with every reset)."""
         return self._chain.current
 
-    def _engine(
-        self, options: PushOptions | None, kwargs: dict[str, Any], error_handler: ErrorHandler | None
-    ) -> PushEngine:
+    def _engine(self, options: PushOptions, error_handler: ErrorHandler | None) -> PushEngine:
         runtime = self._runtime
-        runtime.check_usable()
-        if error_handler is not None:
-            check_callable("error_handler", error_handler)
-        opts = options_from(PushOptions, options, kwargs, "consume")
         previous = self._running.current
 
         def start() -> PushEngine:
@@ -249,31 +195,10 @@ class OrderedPushConsumer:
                 self._chain,
                 start_seq=self._stream_seq + 1 if self._stream_seq else 0,
                 heartbeat=self.idle_heartbeat,
-                limits=opts.limits(),
+                limits=options.limits(),
                 report=reporter(f"ordered push {self.stream_name}", error_handler, runtime),
             )
             engine.start(self.jetstream.timeout)
             return engine
 
         return self._running.begin(start)
-
-    def messages(
-        self, *, options: PushOptions | None = None, error_handler: ErrorHandler | None = None, **kwargs: Any
-    ) -> MessagesIterator:
-        """An iterator over the stream in order (see :class:`PushOptions`)."""
-        return MessagesIterator(self._engine(options, kwargs, error_handler))
-
-    def consume(
-        self,
-        handler: Callable[[Msg], object],
-        *,
-        options: PushOptions | None = None,
-        error_handler: ErrorHandler | None = None,
-        **kwargs: Any,
-    ) -> ConsumeContext:
-        """Run ``handler(msg)`` for every message in order on the consume's own thread."""
-        check_callable("handler", handler)
-        engine = self._engine(options, kwargs, error_handler)
-        context = ConsumeContext(engine, handler)
-        context.start()
-        return context

@@ -1,0 +1,146 @@
+"""The reading calls that several consumer handles share, written once over one hook each.
+
+- :class:`FetchCalls`: ``fetch`` / ``fetch_bytes`` / ``fetch_no_wait`` over ``_fetch(FetchOptions)``
+  (pull consumers and ordered consumers).
+- :class:`PushReads`: ``messages`` / ``consume`` over ``_engine(options, error_handler)`` (push consumers and
+  ordered push consumers).
+- :class:`ServerConsumerHandle`: the name, ``cached_info``, ``info()`` and ``delete()`` of a handle on one
+  named server-side consumer (pull and push).
+
+The handles differ in how a read starts (one pull, a continuous pull, a push engine, a chain of ordered
+links), not in how the user asks for one, so the asking lives here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ... import errors
+from ..._runtime import Runtime
+from ..._validate import options_from
+from ...message import Msg
+from ...models import ConsumerInfo
+from .delivery import ConsumeContext, DeliverySource, ErrorHandler, MessageBatch, MessagesIterator
+from .options import FetchOptions
+
+if TYPE_CHECKING:
+    from ..context import JetStream
+    from .push import PushOptions
+
+__all__ = ["FetchCalls", "PushReads", "ServerConsumerHandle", "check_callable", "reporter"]
+
+log = logging.getLogger("jetstream_sync")
+
+
+def reporter(label: str, handler: ErrorHandler | None, runtime: Runtime) -> Callable[[BaseException], None]:
+    """Where a consume's asynchronous errors go: the user's handler on the watchdog thread, or the log."""
+    if handler is None:
+        return lambda exc: log.warning("consume %s: %s", label, exc)
+    return lambda exc: runtime.run_on_watchdog(handler, exc)
+
+
+def check_callable(field: str, fn: object) -> None:
+    """A handler or error handler: a plain callable (user code never runs on the IO loop, so no coroutines)."""
+    if not callable(fn):
+        raise errors.InvalidTypeError(field, "must be callable")
+    if asyncio.iscoroutinefunction(fn):
+        raise errors.InvalidTypeError(field, "must be a plain function; jetstream_sync runs no user coroutines")
+
+
+class ServerConsumerHandle:
+    """A handle on one named consumer. ``cached_info`` is what the last call saw; ``info()`` asks the server."""
+
+    def __init__(self, js: JetStream, info: ConsumerInfo) -> None:
+        #: the JetStream context this handle was made by
+        self.jetstream = js
+        self._runtime: Runtime = js.client.runtime
+        self.stream_name: str = info.stream_name
+        self.name: str = info.name
+        self.cached_info = info
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.stream_name!r}/{self.name!r}>"
+
+    def info(self) -> ConsumerInfo:
+        self.cached_info = self.jetstream.consumer_info(self.stream_name, self.name)
+        return self.cached_info
+
+    def delete(self) -> None:
+        self.jetstream.delete_consumer(self.stream_name, self.name)
+
+
+class FetchCalls(ABC):
+    """``fetch``, ``fetch_bytes`` and ``fetch_no_wait``; the class provides ``_fetch``."""
+
+    @abstractmethod
+    def _fetch(self, options: FetchOptions) -> MessageBatch:
+        """Start one pull with these (validated) options and return its batch."""
+
+    def fetch(
+        self, max_messages: int | None = None, *, options: FetchOptions | None = None, **kwargs: Any
+    ) -> MessageBatch:
+        """One pull for up to ``max_messages`` (and ``max_bytes``); messages are yielded as they arrive.
+
+        Keywords: ``max_bytes``, ``expires`` (30 s), ``idle_heartbeat`` (5 s for pulls of 10 s or longer),
+        ``no_wait``; or ``options=FetchOptions(...)``. An expired or empty pull is a normal, possibly empty batch.
+        """
+        if options is None:
+            kwargs["max_messages"] = max_messages
+        elif max_messages is not None:
+            raise errors.InvalidArgumentError("max_messages", "give it inside options= or as the argument, not both")
+        return self._fetch(options_from(FetchOptions, options, kwargs, "fetch"))
+
+    def fetch_bytes(self, max_bytes: int, **kwargs: Any) -> MessageBatch:
+        """One pull for up to ``max_bytes`` bytes of messages (size as the server counts it)."""
+        return self._fetch(options_from(FetchOptions, None, {"max_bytes": max_bytes, **kwargs}, "fetch"))
+
+    def fetch_no_wait(self, max_messages: int) -> MessageBatch:
+        """What is available now, up to ``max_messages``, without waiting for more."""
+        return self._fetch(FetchOptions(max_messages=max_messages, no_wait=True))
+
+
+class PushReads(ABC):
+    """``messages`` and ``consume`` of a push delivery; the class provides ``_engine``."""
+
+    _runtime: Runtime
+
+    @abstractmethod
+    def _engine(self, options: PushOptions, error_handler: ErrorHandler | None) -> DeliverySource:
+        """Start the delivery (one at a time per handle) with these options and return it running."""
+
+    def _start(
+        self, options: PushOptions | None, kwargs: dict[str, Any], error_handler: ErrorHandler | None
+    ) -> DeliverySource:
+        from .push import PushOptions  # push.py defines the options and subclasses this
+
+        self._runtime.check_usable()
+        if error_handler is not None:
+            check_callable("error_handler", error_handler)
+        return self._engine(options_from(PushOptions, options, kwargs, "consume"), error_handler)
+
+    def messages(
+        self, *, options: PushOptions | None = None, error_handler: ErrorHandler | None = None, **kwargs: Any
+    ) -> MessagesIterator:
+        """An iterator over what the server pushes; keywords (or ``options=``) as :class:`PushOptions`.
+
+        Heartbeat alarms, gaps, dropped messages and error statuses go to ``error_handler`` (or the log).
+        """
+        return MessagesIterator(self._start(options, kwargs, error_handler))
+
+    def consume(
+        self,
+        handler: Callable[[Msg], object],
+        *,
+        options: PushOptions | None = None,
+        error_handler: ErrorHandler | None = None,
+        **kwargs: Any,
+    ) -> ConsumeContext:
+        """Run ``handler(msg)`` for every message, serially, on the consume's own thread."""
+        check_callable("handler", handler)
+        context = ConsumeContext(self._start(options, kwargs, error_handler), handler)
+        context.start()
+        return context
