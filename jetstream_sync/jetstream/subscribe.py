@@ -22,10 +22,12 @@ from typing import TYPE_CHECKING
 import attrs
 
 from .. import errors
+from .._protocol import status_of
 from .._runtime import BufferFinished
 from .._validate import check_int, check_name, check_queue, check_subject, check_timeout, to_seconds
 from ..message import Msg
 from ..models import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy
+from ..subscription import Subscription
 from .consumers import OrderedConsumerConfig
 from .consumers._ordered import ConsumerChain
 from .consumers._pull import FetchPull, PullTarget
@@ -44,6 +46,7 @@ log = logging.getLogger("jetstream_sync")
 
 # ADR-13: the long pull expires this long before the client gives up, so the server's 408 comes first.
 _PULL_MARGIN = 0.1
+_NO_WAIT_ONE = b'{"batch":1,"no_wait":true}'
 # Fields of a ConsumerConfig that are about binding, not the consumer's behaviour (never "drift").
 _BINDING_FIELDS = frozenset(
     {"name", "durable_name", "deliver_subject", "deliver_group", "filter_subject", "filter_subjects", "metadata"}
@@ -442,6 +445,12 @@ class PullSubscription:
             ack_none=info.config.ack_policy == AckPolicy.NONE,
         )
         self._closed = False
+        # ADR-13's Pull(1): a wildcard inbox of this subscription's own, made at the first fetch(1) and kept,
+        # so a single-message fetch costs one PUB instead of a SUB, a PUB and an UNSUB.
+        self._single: Subscription | None = None
+        self._single_prefix = ""
+        self._single_token = 0
+        self._single_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"<PullSubscription {self.stream}/{self.consumer} created={self.created}>"
@@ -460,7 +469,10 @@ class PullSubscription:
         size = check_int("batch", batch, minimum=1)
         seconds = check_timeout(timeout, 5.0)
         deadline = time.monotonic() + seconds
-        msgs = self._pull(FetchOptions(max_messages=size, no_wait=True), deadline)
+        if size == 1:
+            msgs = self._pull_one_now(deadline)
+        else:
+            msgs = self._pull(FetchOptions(max_messages=size, no_wait=True), deadline)
         if msgs:
             return msgs
         expires = seconds - _PULL_MARGIN
@@ -474,6 +486,34 @@ class PullSubscription:
         if not msgs:
             raise errors.TimeoutError(f"no message from {self.stream}/{self.consumer} within {seconds:g}s")
         return msgs
+
+    def _pull_one_now(self, deadline: float) -> list[Msg]:
+        """Pull(1) (ADR-13): a no-wait request for one message through this subscription's wildcard inbox.
+
+        Pulled messages arrive under their own subjects, so the inbox cannot tell requests apart by subject;
+        it needs none: one request is out at a time (the lock), a status answers the request whose token its
+        subject carries (an older one is skipped), and any message is this consumer's message, also one that
+        answered an earlier request too late (handing it out beats leaving it to redelivery).
+        """
+        with self._single_lock:
+            if self._single is None:
+                self._single_prefix = self.jetstream.client.new_inbox()
+                self._single = self.jetstream.client.subscribe(f"{self._single_prefix}.*", max_pending=64)
+            single = self._single
+            self._single_token += 1
+            reply = f"{self._single_prefix}.{self._single_token}"
+            self.jetstream.client.publish(self._target.next_subject.decode(), _NO_WAIT_ONE, reply=reply)
+            while (remaining := deadline - time.monotonic()) > 0:
+                try:
+                    msg = single.next_msg(remaining)
+                except errors.TimeoutError:
+                    return []
+                status, _ = status_of(msg.raw_headers)
+                if status is None and msg.reply.startswith("$JS.ACK."):
+                    return [msg]  # pull subscriptions use explicit acks (ADR-15), so a core Msg acks as it should
+                if msg.subject == reply:
+                    return []  # 404 / 408 (nothing now) or another status: the long pull that follows reports it
+            return []
 
     def _pull(self, options: FetchOptions, deadline: float) -> list[Msg]:
         pull = FetchPull(self._runtime, self._target, options)
@@ -497,6 +537,10 @@ class PullSubscription:
     def unsubscribe(self) -> None:
         """Stop; delete the consumer if this subscription created it."""
         self._closed = True
+        with self._single_lock:
+            single, self._single = self._single, None
+        if single is not None:
+            single.unsubscribe()
         if self.created:
             self.created = False
             self.jetstream.delete_consumer(self.stream, self.consumer)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+import urllib.request
 
 import pytest
 
+import jetstream_sync
 from jetstream_sync import AckPolicy, ConsumerConfig, StreamConfig, errors
 from tests.helpers import wait_until
 
@@ -317,6 +320,34 @@ def test_fetch(js, stream, name):
     assert time.monotonic() - started < 0.5 + 0.4
     sub.unsubscribe()
     assert consumers(js, name) == set()
+
+
+def subscriptions_made(server) -> int:
+    with urllib.request.urlopen(f"{server.monitor_url}/subsz", timeout=5) as response:
+        return int(json.load(response)["num_inserts"])
+
+
+def test_fetch_one_reuses_one_wildcard_inbox(nats_server_function):
+    # ADR-13 Pull(1): one subscription for the no-wait requests of every fetch(1), made at the first one.
+    with jetstream_sync.connect(nats_server_function.url) as nc:
+        js = nc.jetstream()
+        js.create_stream(StreamConfig(name="P1", subjects=["p1.>"]))
+        sub = js.pull_subscribe("p1.a", durable="one")
+        publish(js, "p1.a", 21)
+        (first,) = sub.fetch(1, timeout=1)
+        first.ack()
+        made = subscriptions_made(nats_server_function)
+        seqs = []
+        for _ in range(20):
+            (msg,) = sub.fetch(1, timeout=1)
+            seqs.append(msg.metadata.sequence.stream)
+            msg.ack_sync()
+        assert seqs == list(range(2, 22))
+        assert subscriptions_made(nats_server_function) == made
+        with pytest.raises(errors.TimeoutError):
+            sub.fetch(1, timeout=0.3)  # nothing now: the long pull, on an inbox of its own
+        assert js.consumer_info("P1", "one").num_ack_pending == 0
+        sub.unsubscribe()
 
 
 def test_fetch_waits_for_a_late_message(js, stream, name):
