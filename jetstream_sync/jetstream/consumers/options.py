@@ -253,6 +253,12 @@ class OrderedConsumerConfig:
         # The cross-field rules (start sequence and time against the deliver policy, metadata types) are the
         # server config's: building one checks them now, naming the field to fix.
         self.first_config()
+        if self.deliver_policy is DeliverPolicy.LAST_PER_SUBJECT and not self.filter_subjects:
+            raise errors.InvalidArgumentError(
+                "filter_subjects",
+                "deliver_policy LAST_PER_SUBJECT needs filter_subjects (the server refuses it without; use '>' "
+                "for every subject)",
+            )
 
     def first_config(self) -> ConsumerConfig:
         """The configuration the first server-side consumer gets (before any message was delivered)."""

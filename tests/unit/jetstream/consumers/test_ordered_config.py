@@ -73,7 +73,8 @@ def test_valid_start_options_and_conversions():
     assert OrderedConsumerConfig(inactive_threshold=timedelta(milliseconds=1500)).inactive_threshold == 1.5
     assert OrderedConsumerConfig(filter_subjects=("S.a", "S.b.>")).filter_subjects == ["S.a", "S.b.>"]
     assert OrderedConsumerConfig(filter_subjects=[]).filter_subjects is None
-    assert OrderedConsumerConfig(deliver_policy="last_per_subject").deliver_policy is DeliverPolicy.LAST_PER_SUBJECT
+    lps = OrderedConsumerConfig(deliver_policy="last_per_subject", filter_subjects=[">"])
+    assert lps.deliver_policy is DeliverPolicy.LAST_PER_SUBJECT
     by_seq = OrderedConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=7)
     assert by_seq.opt_start_seq == 7
     by_time = OrderedConsumerConfig(deliver_policy=DeliverPolicy.BY_START_TIME, opt_start_time=START)
@@ -153,3 +154,10 @@ def test_link_names_are_prefix_and_serial_never_reused():
     target = named.pull_target(SimpleNamespace(name="mine_3"))  # type: ignore[arg-type]
     assert target.next_subject == b"$JS.API.CONSUMER.MSG.NEXT.S.mine_3"
     assert target.ack_none is True
+
+
+def test_last_per_subject_needs_a_filter():
+    with pytest.raises(errors.InvalidArgumentError, match="filter_subjects"):
+        OrderedConsumerConfig(deliver_policy=DeliverPolicy.LAST_PER_SUBJECT)
+    config = OrderedConsumerConfig(deliver_policy=DeliverPolicy.LAST_PER_SUBJECT, filter_subjects=[">"])
+    assert config.filter_subjects == [">"]
