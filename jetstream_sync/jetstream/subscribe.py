@@ -48,9 +48,9 @@ log = logging.getLogger("jetstream_sync")
 _PULL_MARGIN = 0.1
 _NO_WAIT_ONE = b'{"batch":1,"no_wait":true}'
 # Fields of a ConsumerConfig that are about binding, not the consumer's behaviour (never "drift").
-_BINDING_FIELDS = frozenset(
-    {"name", "durable_name", "deliver_subject", "deliver_group", "filter_subject", "filter_subjects", "metadata"}
-)
+# Checked by their own ADR-15 rules (or naming the consumer); deliver_subject is compared like the rest: a
+# config asking for delivery to one subject must not silently bind to a consumer delivering to another.
+_BINDING_FIELDS = frozenset({"name", "durable_name", "deliver_group", "filter_subject", "filter_subjects", "metadata"})
 _DEFAULTS = {f.name: f.default for f in attrs.fields(ConsumerConfig)}
 
 

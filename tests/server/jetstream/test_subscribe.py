@@ -94,6 +94,17 @@ def test_config_drift(js, stream, name):
     assert js.consumer_info(name, "drift").config.max_ack_pending == 10
 
 
+def test_config_with_another_deliver_subject_is_drift(js, stream, name):
+    stream.create_or_update_push_consumer(push_config(name, "ds"))
+    other = ConsumerConfig(deliver_subject=f"_elsewhere.{name}")
+    with pytest.raises(errors.ConsumerConfigMismatchError, match="deliver_subject"):
+        js.subscribe(f"{name}.a", durable="ds", config=other)
+    same = ConsumerConfig(deliver_subject=push_config(name, "ds").deliver_subject)
+    sub = js.subscribe(f"{name}.a", durable="ds", config=same)
+    sub.unsubscribe()
+    assert consumers(js, name) == {"ds"}
+
+
 def test_pull_config_drift(js, stream, name):
     js.pull_subscribe(f"{name}.a", durable="pd", config=ConsumerConfig(max_ack_pending=10))
     with pytest.raises(errors.ConsumerConfigMismatchError):
