@@ -9,8 +9,8 @@ This module is only the public surface. The parts live in modules of their own, 
 code that uses it:
 
 - ``_server.py``: EmbeddedServer and finding the nats-server binary. Imported here at once; the rest builds on it.
-- ``_proxy.py``: FaultProxy. Imported on the first use of ``FaultProxy``, ``FaultProxyError`` or ``Direction``
-  (the module ``__getattr__`` below), so that tests which never inject faults do not load it.
+- ``_proxy.py``: FaultProxy and its frame filter (``Frame``, ``FrameRule``). Imported on the first use of one of
+  its names (the module ``__getattr__`` below), so that tests which never inject faults do not load it.
 - ``plugin.py``: the pytest fixtures. pytest loads it through ``pytest_plugins`` below when this package is named
   as a plugin; importing this package never imports pytest.
 - A cluster helper (several EmbeddedServers routed together) belongs in ``_cluster.py``, built on _server.py and
@@ -28,11 +28,17 @@ if TYPE_CHECKING:
     from ._proxy import Direction as Direction
     from ._proxy import FaultProxy as FaultProxy
     from ._proxy import FaultProxyError as FaultProxyError
+    from ._proxy import Frame as Frame
+    from ._proxy import FramePredicate as FramePredicate
+    from ._proxy import FrameRule as FrameRule
 
 __all__ = [
     "EmbeddedServer",
     "FaultProxy",
     "FaultProxyError",
+    "Frame",
+    "FramePredicate",
+    "FrameRule",
     "ServerNotInstalledError",
     "ServerStartError",
     "find_server_binary",
@@ -41,7 +47,9 @@ __all__ = [
 # pytest imports the modules named here when it registers this package as a plugin (its fixtures live there).
 pytest_plugins = ["jetstream_sync.testing.plugin"]
 
-_LAZY = {"Direction": "._proxy", "FaultProxy": "._proxy", "FaultProxyError": "._proxy"}
+_LAZY = {
+    name: "._proxy" for name in ("Direction", "FaultProxy", "FaultProxyError", "Frame", "FramePredicate", "FrameRule")
+}
 
 if not TYPE_CHECKING:  # hidden from mypy, which would otherwise accept any attribute of this module
 

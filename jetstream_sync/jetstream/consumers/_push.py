@@ -201,7 +201,7 @@ class PushEngine:
                 return
             stalled = parsed.get(_STALLED)
             if stalled:
-                self._answer(stalled.encode())
+                self._on_stalled(stalled.encode())
             last = parsed.get(_LAST_CONSUMER)
             if last is not None and last.isdigit():
                 self._check_heartbeat_position(int(last))
@@ -272,6 +272,17 @@ class PushEngine:
                 ready.append(fc.popleft()[1])
         for subject in ready:
             self._answer(subject)
+
+    def _on_stalled(self, subject: bytes) -> None:
+        """IO thread: a heartbeat says the server still waits for the answer to ``subject``. A request still
+        queued is answered once its messages were handed out, as ever. Otherwise our answer was lost (or the
+        request never came): answer now, even if this subject was answered before. The server sends the header
+        only while it has not heard the answer, at most once per idle heartbeat."""
+        with self._fc_lock:
+            if any(queued == subject for _, queued in self._fc):
+                return
+            self._fc_last = None
+        self._answer(subject)
 
     def _answer(self, subject: bytes) -> None:
         """Any thread: an empty publish to the flow-control subject, once per subject."""

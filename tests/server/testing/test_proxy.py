@@ -13,6 +13,7 @@ import pytest
 
 from jetstream_sync.errors import InvalidArgumentError, InvalidTypeError
 from jetstream_sync.testing import EmbeddedServer, FaultProxy, FaultProxyError
+from jetstream_sync.testing import Frame
 from tests.helpers import wait_until
 
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -47,6 +48,21 @@ class RawClient:
         line, self.buffer = self.buffer.split(b"\r\n", 1)
         return line
 
+    def read_exact(self, n: int, timeout: float = 5.0) -> bytes:
+        """The next ``n`` bytes (a payload and its CRLF)."""
+        deadline = time.monotonic() + timeout
+        while len(self.buffer) < n:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"no {n} bytes within {timeout}s; have {len(self.buffer)}")
+            self.sock.settimeout(remaining)
+            chunk = self.sock.recv(1 << 16)
+            if not chunk:
+                raise EOFError("connection closed")
+            self.buffer += chunk
+        data, self.buffer = self.buffer[:n], self.buffer[n:]
+        return data
+
     def read_lines(self, n: int, timeout: float = 5.0) -> list[bytes]:
         deadline = time.monotonic() + timeout
         return [self.read_line(max(0.01, deadline - time.monotonic())) for _ in range(n)]
@@ -69,12 +85,12 @@ class RawClient:
         assert data == b"", f"expected the connection to be closed, got {data!r}"
 
 
-def handshake(port: int) -> RawClient:
+def handshake(port: int, connect: bytes = _HANDSHAKE) -> RawClient:
     """Connect, read INFO, send CONNECT and PING, and wait for the PONG."""
     client = RawClient(port)
     info = client.read_line()
     assert info.startswith(b"INFO {"), info
-    client.send(_HANDSHAKE + b"PING\r\n")
+    client.send(connect + b"PING\r\n")
     assert client.read_line() == b"PONG"
     return client
 
@@ -310,6 +326,169 @@ def test_refuse_closes_new_connections_only(fault_proxy: FaultProxy) -> None:
         handshake(fault_proxy.port).close()
     finally:
         existing.close()
+
+
+# -- frame rules: drop_next and watch ----------------------------------------------------------------------------
+
+
+def test_drop_next_upstream_pub_by_subject(fault_proxy: FaultProxy) -> None:
+    client = handshake(fault_proxy.port)
+    try:
+        client.send(b"SUB keep 1\r\nSUB gone.> 2\r\nPING\r\n")
+        assert client.read_line() == b"PONG"
+        rule = fault_proxy.drop_next("upstream", "gone.>")
+        client.send(b"PUB keep 1\r\na\r\nPUB gone.x 1\r\nb\r\nPUB keep 1\r\nc\r\nPUB gone.y 1\r\nd\r\nPING\r\n")
+        assert client.read_lines(7) == [b"MSG keep 1 1", b"a", b"MSG keep 1 1", b"c", b"MSG gone.y 2 1", b"d", b"PONG"]
+        assert rule.wait(timeout=0)
+        assert not rule.active  # it dropped its one frame and disarmed itself
+        (frame,) = rule.frames
+        assert (frame.verb, frame.subject, frame.data, frame.raw) == ("PUB", "gone.x", b"b", b"PUB gone.x 1\r\nb\r\n")
+        assert fault_proxy.frames_dropped == {"upstream": 1, "downstream": 0}
+    finally:
+        client.close()
+
+
+def test_drop_next_downstream_nth_message(fault_proxy: FaultProxy) -> None:
+    client = handshake(fault_proxy.port)
+    try:
+        client.send(b"SUB nth 1\r\nPING\r\n")
+        assert client.read_line() == b"PONG"
+        rule = fault_proxy.drop_next("downstream", "nth", skip=3, count=2)  # the 4th and 5th
+        client.send(publishes("nth", 10) + b"PING\r\n")
+        expected = [line for i, line in enumerate(expected_msgs("nth", 10)) if i // 2 not in (3, 4)]
+        assert client.read_lines(len(expected) + 1) == [*expected, b"PONG"]
+        assert rule.wait()
+        assert [f.data for f in rule.frames] == [b"3", b"4"]
+        assert [f.sid for f in rule.frames] == ["1", "1"]
+    finally:
+        client.close()
+
+
+def test_drop_next_by_reply_subject(fault_proxy: FaultProxy) -> None:
+    """As a JetStream consumer's deliveries are told apart: by their reply subject ($JS.ACK.<stream>.<consumer>...,
+    which the server does not let a raw client use), not their subject."""
+    client = handshake(fault_proxy.port)
+    try:
+        client.send(b"SUB s.> 1\r\nPING\r\n")
+        assert client.read_line() == b"PONG"
+        rule = fault_proxy.drop_next("downstream", reply="ack.S.c1.>", skip=1)
+        client.send(
+            b"PUB s.a ack.S.c1.1 1\r\n1\r\nPUB s.a ack.S.c2.1 1\r\n2\r\nPUB s.a 1\r\n3\r\n"
+            b"PUB s.b ack.S.c1.2 1\r\n4\r\nPUB s.b ack.S.c1.3 1\r\n5\r\nPING\r\n"
+        )
+        assert client.read_lines(9) == [
+            *(b"MSG s.a 1 ack.S.c1.1 1", b"1", b"MSG s.a 1 ack.S.c2.1 1", b"2", b"MSG s.a 1 1", b"3"),
+            *(b"MSG s.b 1 ack.S.c1.3 1", b"5", b"PONG"),
+        ]
+        assert [(f.subject, f.reply, f.data) for f in rule.frames] == [("s.b", "ack.S.c1.2", b"4")]
+    finally:
+        client.close()
+
+
+def test_drop_next_with_a_predicate_and_a_rule_armed_before_the_connection(fault_proxy: FaultProxy) -> None:
+    rule = fault_proxy.drop_next("downstream", lambda f: f.verb == "PONG")
+    client = RawClient(fault_proxy.port)  # framed from its first byte
+    try:
+        assert client.read_line().startswith(b"INFO {")
+        client.send(_HANDSHAKE + b"PING\r\n")
+        assert rule.wait()
+        client.send(b"PING\r\n")
+        assert client.read_line() == b"PONG"  # only the first one was dropped
+        assert rule.frames[0].raw == b"PONG\r\n"
+    finally:
+        client.close()
+
+
+def test_large_and_split_frames_pass_byte_exact_while_a_rule_is_armed(fault_proxy: FaultProxy) -> None:
+    """Payloads far larger than one read, headers, many frames per read: all arrive unchanged but the dropped one."""
+    client = handshake(fault_proxy.port, b'CONNECT {"verbose":false,"pedantic":false,"headers":true}\r\n')
+    try:
+        client.send(b"SUB big 1\r\nPING\r\n")
+        assert client.read_line() == b"PONG"
+        rule = fault_proxy.drop_next("downstream", lambda f: f.data == b"drop me")
+        sizes = [0, 1, 5, 70_000, 3, 200_000, 10, 65_536, 65_534, 1]
+        headers = b"NATS/1.0\r\nX: y\r\n\r\n"
+        sent = b""
+        for i, size in enumerate(sizes):
+            data = bytes([65 + i % 26]) * size
+            sent += b"HPUB big %d %d\r\n%b%b\r\n" % (len(headers), len(headers) + size, headers, data)
+            if i == 4:
+                sent += b"PUB big 7\r\ndrop me\r\n"
+        client.send(sent + b"PING\r\n")
+        for i, size in enumerate(sizes):
+            total = len(headers) + size
+            assert client.read_line(timeout=10) == b"HMSG big 1 %d %d" % (len(headers), total)
+            assert client.read_exact(total + 2) == headers + bytes([65 + i % 26]) * size + b"\r\n"
+        assert client.read_line() == b"PONG"
+        assert rule.wait(timeout=0)
+    finally:
+        client.close()
+
+
+def test_watch_sees_forwarded_frames_only_and_stops_on_cancel(fault_proxy: FaultProxy) -> None:
+    client = handshake(fault_proxy.port)
+    try:
+        with fault_proxy.watch("upstream", "w.*") as seen:
+            fault_proxy.drop_next("upstream", "w.a")
+            client.send(b"PUB w.a 1\r\n1\r\nPUB w.b 1\r\n2\r\nPUB w.a 1\r\n3\r\nPUB other 1\r\n4\r\nPING\r\n")
+            assert client.read_line() == b"PONG"
+            assert seen.wait(2)
+            assert [(f.subject, f.data) for f in seen.frames] == [("w.b", b"2"), ("w.a", b"3")]
+            assert seen.active
+        assert not seen.active
+        client.send(b"PUB w.c 1\r\n5\r\nPING\r\n")
+        assert client.read_line() == b"PONG"
+        assert seen.count == 2
+    finally:
+        client.close()
+
+
+def test_cancelled_drop_rule_drops_nothing(fault_proxy: FaultProxy) -> None:
+    client = handshake(fault_proxy.port)
+    try:
+        client.send(b"SUB c 1\r\nPING\r\n")
+        assert client.read_line() == b"PONG"
+        rule = fault_proxy.drop_next("downstream", "c")
+        rule.cancel()
+        client.send(publishes("c", 3) + b"PING\r\n")
+        assert client.read_lines(7) == [*expected_msgs("c", 3), b"PONG"]
+        assert not rule.wait(timeout=0.05)
+        assert rule.frames == [] and fault_proxy.frames_dropped == {"upstream": 0, "downstream": 0}
+    finally:
+        client.close()
+
+
+def test_a_broken_predicate_matches_nothing(fault_proxy: FaultProxy) -> None:
+    def broken(frame: Frame) -> bool:
+        raise RuntimeError("boom")
+
+    client = handshake(fault_proxy.port)
+    try:
+        with fault_proxy.drop_next("upstream", broken):
+            assert round_trip(client) < 2
+    finally:
+        client.close()
+
+
+def test_frame_rule_arguments(fault_proxy: FaultProxy) -> None:
+    with pytest.raises(InvalidArgumentError, match="direction"):
+        fault_proxy.drop_next("sideways", "x")  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError):
+        fault_proxy.drop_next("upstream", "a..b")
+    with pytest.raises(InvalidArgumentError):
+        fault_proxy.drop_next("upstream", "x", count=0)
+    with pytest.raises(InvalidArgumentError):
+        fault_proxy.drop_next("upstream", "x", skip=-1)
+    with pytest.raises(InvalidTypeError):
+        fault_proxy.drop_next("upstream", "x", count=True)
+    with pytest.raises(InvalidTypeError):
+        fault_proxy.watch("upstream", 42)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="reply="):
+        fault_proxy.drop_next("upstream")
+    with pytest.raises(InvalidTypeError):
+        fault_proxy.drop_next("upstream", reply=42)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError):
+        fault_proxy.watch("upstream", reply="a.>.b")
 
 
 # -- lifecycle ----------------------------------------------------------------------------------------------------
