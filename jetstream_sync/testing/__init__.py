@@ -47,9 +47,7 @@ __all__ = [
 # pytest imports the modules named here when it registers this package as a plugin (its fixtures live there).
 pytest_plugins = ["jetstream_sync.testing.plugin"]
 
-_LAZY = {
-    name: "._proxy" for name in ("Direction", "FaultProxy", "FaultProxyError", "Frame", "FramePredicate", "FrameRule")
-}
+_LAZY = dict.fromkeys(("Direction", "FaultProxy", "FaultProxyError", "Frame", "FramePredicate", "FrameRule"), "._proxy")
 
 if not TYPE_CHECKING:  # hidden from mypy, which would otherwise accept any attribute of this module
 

@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 
 from jetstream_sync.errors import InvalidArgumentError, InvalidTypeError
-from jetstream_sync.testing import EmbeddedServer, FaultProxy, FaultProxyError
-from jetstream_sync.testing import Frame
+from jetstream_sync.testing import EmbeddedServer, FaultProxy, FaultProxyError, Frame
 from tests.helpers import wait_until
 
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))

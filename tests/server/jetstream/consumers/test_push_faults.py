@@ -16,8 +16,7 @@ import pytest
 
 import jetstream_sync
 from jetstream_sync import AckPolicy, ConsumerConfig, StreamConfig, errors
-from jetstream_sync.testing import EmbeddedServer
-from jetstream_sync.testing import Frame
+from jetstream_sync.testing import EmbeddedServer, Frame
 from tests.helpers import wait_until
 
 STALLED = "Nats-Consumer-Stalled"
