@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import Counter, deque
 from collections.abc import Callable
 
@@ -86,6 +87,7 @@ class PushEngine:
         self.dropped = 0
         self._slow = False
         self.gaps = 0
+        self.flow_control_requests = 0
         self.flow_control_answered = 0
         self.heartbeats_missed = 0
         self.reconnects = 0
@@ -97,6 +99,8 @@ class PushEngine:
         self._fc: deque[tuple[int, bytes]] = deque()
         self._fc_lock = threading.Lock()
         self._fc_last: bytes | None = None
+        self._fc_last_at = 0.0  # monotonic time of the last answer
+        self._heartbeat_interval = heartbeat
         # any thread, only ever set
         self.stopped = False
         self.halted = False
@@ -197,6 +201,7 @@ class PushEngine:
         self.statuses[status] += 1
         if status == 100:
             if reply:  # a flow-control request: answered once what came before it was handed out
+                self.flow_control_requests += 1
                 self._flow_control(reply)
                 return
             stalled = parsed.get(_STALLED)
@@ -276,20 +281,25 @@ class PushEngine:
     def _on_stalled(self, subject: bytes) -> None:
         """IO thread: a heartbeat says the server still waits for the answer to ``subject``. A request still
         queued is answered once its messages were handed out, as ever. Otherwise our answer was lost (or the
-        request never came): answer now, even if this subject was answered before. The server sends the header
-        only while it has not heard the answer, at most once per idle heartbeat."""
+        request never came): answer again. A heartbeat sent just before our answer reached the server still
+        names the subject, so the last subject is answered again only once a heartbeat interval has passed
+        since its answer: a lost answer costs at most two heartbeats, a late heartbeat no duplicate."""
         with self._fc_lock:
             if any(queued == subject for _, queued in self._fc):
                 return
-            self._fc_last = None
+            if subject == self._fc_last:
+                if time.monotonic() - self._fc_last_at < self._heartbeat_interval:
+                    return
+                self._fc_last = None
         self._answer(subject)
 
     def _answer(self, subject: bytes) -> None:
-        """Any thread: an empty publish to the flow-control subject, once per subject."""
+        """Any thread: an empty publish to the flow-control subject, once per subject (see _on_stalled)."""
         with self._fc_lock:
             if subject == self._fc_last:
                 return
             self._fc_last = subject
+            self._fc_last_at = time.monotonic()
         self.flow_control_answered += 1
         self.runtime.send(encode_pub(subject, b"", None, b""))
 
@@ -355,6 +365,7 @@ class PushEngine:
             statuses=dict(self.statuses),
             dropped=self.dropped,
             gaps=self.gaps,
+            flow_control_requests=self.flow_control_requests,
             flow_control_answered=self.flow_control_answered,
         )
 

@@ -62,9 +62,11 @@ class ConsumeStats:
     #: ordered consumers: how many times the server-side consumer was recreated, and why
     resets: int = 0
     reset_reasons: dict[str, int] = attrs.field(factory=dict)
-    #: push consumers: messages dropped over the buffer limits, gaps detected, flow-control requests answered
+    #: push consumers: messages dropped over the buffer limits, gaps detected, flow-control requests received
+    #: and flow-control answers sent (on the request, and again when a heartbeat says the answer was lost)
     dropped: int = 0
     gaps: int = 0
+    flow_control_requests: int = 0
     flow_control_answered: int = 0
 
 

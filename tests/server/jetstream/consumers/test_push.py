@@ -3,6 +3,7 @@ queue groups, the checks made before sending, heartbeat alarms and ordered reset
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 
@@ -72,28 +73,79 @@ def test_messages_iteration(js, stream, name):
     assert seqs == list(range(1, 51))
 
 
-def test_flow_control_with_slow_handler(js, stream, name):
-    publish(js, f"{name}.a", 2000, size=16 * 1024)
-    pc = stream.create_or_update_push_consumer(push_config(name, "fc", idle_heartbeat=1, flow_control=True))
-    got = Collector()
+def rss_bytes() -> int:
+    """This process's resident set size (Linux /proc)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS in /proc/self/status")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads VmRSS from /proc/self/status")
+def test_flow_control_with_slow_handler(nats_server, js, stream, name):
+    total, size = 20_000, 16 * 1024  # 320 MiB through the consumer
+    publish(js, f"{name}.a", total, size=size)
+    # no max_ack_pending (the server's default, 1,000, would hold it back first): flow control alone paces it
+    pc = stream.create_or_update_push_consumer(
+        push_config(name, "fc", idle_heartbeat=1, flow_control=True, max_ack_pending=-1)
+    )
+    seen = bytearray(total + 1)
+    duplicates: list[int] = []
     errs: list[BaseException] = []
+    baseline = rss_bytes()
+    peak = {"rss": baseline, "buffered": 0}
+    handled = 0
+    running: list[jetstream_sync.ConsumeContext] = []  # set once consume() returned
 
     def slow(msg):
-        time.sleep(0.0005)  # models a slow handler; not synchronisation
-        got(msg)
+        nonlocal handled
+        seq = msg.metadata.sequence.stream
+        if seen[seq]:
+            duplicates.append(seq)
+        seen[seq] = 1
+        msg.ack()
+        handled += 1
+        if handled % 250 == 0:
+            peak["rss"] = max(peak["rss"], rss_bytes())
+            if running:
+                peak["buffered"] = max(peak["buffered"], running[0].stats().buffered)
+        time.sleep(0.0001)  # per-message work, slower than the server; not synchronisation
 
-    ctx = pc.consume(slow, error_handler=errs.append)
-    try:
-        wait_until(lambda: len(got) >= 2000, timeout=20)
-        wait_until(lambda: pc.info().num_ack_pending == 0)
-    finally:
-        ctx.stop()
-    assert sorted(got.seqs) == list(range(1, 2001))
-    assert len(got.seqs) == 2000
-    stats = ctx.stats()
-    assert stats.flow_control_answered >= 1
+    # Every flow-control answer is a publish to the request's $JS.FC subject: another connection counts them.
+    with jetstream_sync.connect(nats_server.url) as spy_nc:
+        spy = spy_nc.subscribe(f"$JS.FC.{name}.>")
+        spy_nc.flush()
+        ctx = pc.consume(slow, error_handler=errs.append)
+        running.append(ctx)
+        try:
+            wait_until(lambda: handled >= total, timeout=30)
+            wait_until(lambda: pc.info().num_ack_pending == 0)
+        finally:
+            ctx.stop()
+        ctx.wait(2)
+        stats = ctx.stats()
+        js.client.flush()  # our answers reached the server, so the spy's copies precede its own PONG
+        spy_nc.flush()
+        answered = [spy.next_msg(1).subject for _ in range(spy.pending)]
+    assert duplicates == []
+    assert seen.count(1) == total
+    assert stats.messages_delivered == total
     assert stats.dropped == 0
     assert not [e for e in errs if isinstance(e, errors.SlowConsumerError)]
+    # the handler was the slow side: the server got ahead of it until flow control held it back
+    assert peak["buffered"] >= 100, peak
+    assert stats.flow_control_answered >= 1
+    # each flow-control subject answered exactly once
+    assert len(answered) == len(set(answered)) == stats.flow_control_answered
+    assert stats.flow_control_answered == stats.flow_control_requests
+    # Memory stays bounded by the flow-control window, not by what was published: the server lets at most
+    # 32 MiB go unanswered (its pblimit), and growth measured 38-41 MiB (that window of 16 KiB messages plus
+    # per-message overhead; peak buffered ~1,950 messages). 80 MiB is twice that, a quarter of the 320 MiB
+    # published.
+    growth = peak["rss"] - baseline
+    assert growth < 80 * 2**20, f"RSS grew {growth / 2**20:.1f} MiB while consuming {total * size / 2**20:.0f} MiB"
 
 
 def test_buffer_bound_drops_and_redelivers(js, stream, name):
@@ -128,15 +180,16 @@ def test_queue_group_of_three(js, stream, name):
     contexts = [h.consume(c) for h, c in zip(handles, collectors, strict=True)]
     try:
         wait_until(lambda: js.consumer_info(name, "q").push_bound)
-        publish(js, f"{name}.a", 3000)
-        wait_until(lambda: sum(len(c) for c in collectors) >= 3000, timeout=10)
+        publish(js, f"{name}.a", 10_000)
+        wait_until(lambda: sum(len(c) for c in collectors) >= 10_000, timeout=20)
         wait_until(lambda: js.consumer_info(name, "q").num_ack_pending == 0)
     finally:
         for ctx in contexts:
             ctx.stop()
     everything = [seq for c in collectors for seq in c.seqs]
-    assert len(everything) == 3000
-    assert sorted(everything) == list(range(1, 3001))
+    assert len(everything) == 10_000  # none twice
+    assert sorted(everything) == list(range(1, 10_001))  # none lost
+    assert all(len(c) > 0 for c in collectors)  # shared by all three
 
 
 def test_deliver_group_with_flow_control_refused(js, stream, name):
