@@ -59,9 +59,13 @@ from .models import (
 )
 from .models.advisory import (
     Advisory,
+    AdvisoryAction,
+    AdvisoryKind,
+    APIAudit,
     ConsumerAckMetric,
     ConsumerAction,
     ConsumerLeaderElected,
+    ConsumerPaused,
     MaxDeliveriesExceeded,
     MessageNaked,
     MessageTerminated,
@@ -79,6 +83,10 @@ __version__ = "0.1.0"
 __all__ = [
     "Advisories",
     "Advisory",
+    "AdvisoryAction",
+    "AdvisoryKind",
+    "APIAudit",
+    "ConsumerPaused",
     "ConsumerAckMetric",
     "ConsumerAction",
     "ConsumerLeaderElected",

@@ -27,6 +27,7 @@ from ..client import Client
 from ..headers import HeadersInput
 from ..message import Msg
 from ..models import AccountInfo, ConsumerConfig, ConsumerInfo, DeliverPolicy, PubAck, StreamConfig, StreamInfo
+from ..models.advisory import AdvisoryKind
 from . import subscribe as _subscribe
 from .advisories import Advisories, open_advisories
 from .api import JetStreamAPI
@@ -406,10 +407,14 @@ class JetStream(KeyValueManager):
 
     # -- what the server says -----------------------------------------------------------------------------
     def advisories(
-        self, stream: str | None = None, consumer: str | None = None, kinds: Iterable[str] | None = None
+        self,
+        stream: str | None = None,
+        consumer: str | None = None,
+        kinds: Iterable[AdvisoryKind | str] | None = None,
     ) -> Advisories:
         """Typed events from ``$JS.EVENT.ADVISORY.>`` and ``$JS.EVENT.METRIC.>``, narrowed to ``stream``,
-        ``consumer`` and ``kinds``; use it as a context manager and iterate (see :class:`Advisories`)."""
+        ``consumer`` and ``kinds`` (:class:`AdvisoryKind` members or their values); use it as a context manager
+        and iterate (see :class:`Advisories`)."""
         return open_advisories(self, stream=stream, consumer=consumer, kinds=kinds)
 
 

@@ -19,6 +19,7 @@ The types are split by API area, the way nats.go splits ``jetstream/stream_confi
 - ``consumer``: consumer policies, :class:`ConsumerConfig`, :class:`ConsumerInfo`, :class:`SequenceInfo`.
 - ``account``: :class:`AccountInfo`, :class:`AccountLimits`, :class:`APIStats`.
 - ``publish``: :class:`PubAck`.
+- ``advisory``: the typed ``$JS.EVENT`` advisories and metrics (:class:`Advisory` and its kinds).
 
 The key-value and object store models go here as well, as ``models/kv.py`` and ``models/object_store.py``,
 built on ``_base`` like the others and re-exported below.
@@ -35,6 +36,23 @@ from ._base import _meta as _meta
 from ._base import _Model as _Model
 from ._base import from_wire, nanos, parse_time, seconds, to_wire
 from .account import AccountInfo, AccountLimits, APIStats
+from .advisory import (
+    Advisory,
+    AdvisoryAction,
+    AdvisoryKind,
+    APIAudit,
+    ConsumerAckMetric,
+    ConsumerAction,
+    ConsumerLeaderElected,
+    ConsumerPaused,
+    MaxDeliveriesExceeded,
+    MessageNaked,
+    MessageTerminated,
+    StreamAction,
+    StreamLeaderElected,
+    UnknownAdvisory,
+    parse_advisory,
+)
 from .consumer import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy, ReplayPolicy, SequenceInfo
 from .kv import KeyValueConfig, KeyValueEntry, KeyValueOp, KeyValueStatus
 from .publish import PubAck
@@ -50,14 +68,25 @@ from .stream import (
 )
 
 __all__ = [
+    "APIAudit",
     "APIStats",
     "AccountInfo",
     "AccountLimits",
     "AckPolicy",
+    "Advisory",
+    "AdvisoryAction",
+    "AdvisoryKind",
+    "ConsumerAckMetric",
+    "ConsumerAction",
     "ConsumerConfig",
     "ConsumerInfo",
+    "ConsumerLeaderElected",
+    "ConsumerPaused",
     "DeliverPolicy",
     "DiscardPolicy",
+    "MaxDeliveriesExceeded",
+    "MessageNaked",
+    "MessageTerminated",
     "PubAck",
     "ReplayPolicy",
     "RetentionPolicy",
@@ -65,11 +94,15 @@ __all__ = [
     "StorageType",
     "StoreCompression",
     "StoredMsg",
+    "StreamAction",
     "StreamConfig",
     "StreamInfo",
+    "StreamLeaderElected",
     "StreamState",
+    "UnknownAdvisory",
     "from_wire",
     "nanos",
+    "parse_advisory",
     "parse_time",
     "seconds",
     "to_wire",
