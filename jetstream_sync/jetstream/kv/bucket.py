@@ -15,6 +15,7 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
 from ... import errors
+from ..._protocol import datetime_from_nanos
 from ..._validate import check_payload, to_seconds
 from ...message import Msg
 from ...models import DeliverPolicy, StoredMsg, StreamInfo
@@ -191,8 +192,20 @@ class KeyValue:
         if not wanted:
             return {}
         found: dict[str, KeyValueEntry] = {}
+        if not self._stream.cached_info.config.allow_direct:  # e.g. a bucket nats-py made: one get per key
+            for k in wanted:
+                try:
+                    entry = self._last(k)
+                except errors.KeyNotFoundError:
+                    continue
+                if entry.operation is KeyValueOp.PUT:
+                    found[k] = entry
+            return found
         cut = len(self.prefix)
-        raw = direct_get_last_raw(self._stream, [self.prefix + k for k in wanted])
+        try:
+            raw = direct_get_last_raw(self._stream, [self.prefix + k for k in wanted])
+        except errors.NoRespondersError as exc:
+            raise self._unanswered(exc) from exc
         for m in raw:
             operation = operation_of(dict(m.headers) if m.headers else None)
             if operation is KeyValueOp.PUT:
@@ -201,7 +214,7 @@ class KeyValue:
                     key=m.subject[cut:],
                     value=m.data,
                     revision=m.seq,
-                    created=datetime.fromtimestamp(m.time_ns / 1e9, timezone.utc),
+                    created=datetime_from_nanos(m.time_ns),
                     operation=operation,
                 )
         return {k: found[k] for k in wanted if k in found}
@@ -211,6 +224,8 @@ class KeyValue:
             stored = self._stream.get_last_msg(self.prefix + key)
         except errors.MessageNotFoundError as exc:
             raise errors.KeyNotFoundError(f"key {key!r} not found in bucket {self.bucket!r}") from exc
+        except (errors.JetStreamNotEnabledError, errors.StreamNotFoundError, errors.NoRespondersError) as exc:
+            raise self._unanswered(exc) from exc
         return self._entry(key, stored)
 
     def _at(self, key: str, revision: int) -> KeyValueEntry:
@@ -218,6 +233,20 @@ class KeyValue:
             stored = self._stream.get_msg(revision)
         except errors.MessageNotFoundError as exc:
             raise errors.KeyNotFoundError(f"key {key!r} has no revision {revision} in bucket {self.bucket!r}") from exc
+        except (errors.JetStreamNotEnabledError, errors.StreamNotFoundError, errors.NoRespondersError) as exc:
+            raise self._unanswered(exc) from exc
+        return self._checked_entry(key, revision, stored)
+
+    def _unanswered(self, exc: Exception) -> Exception:
+        """A read the bucket's stream did not answer (a direct get has no responders once the stream is gone):
+        BucketNotFoundError when the stream is gone, the original error otherwise."""
+        try:
+            self.jetstream.stream_info(self._stream.name)
+        except errors.StreamNotFoundError as gone:
+            return errors.BucketNotFoundError(gone.code, gone.err_code, f"bucket {self.bucket!r} not found")
+        return exc
+
+    def _checked_entry(self, key: str, revision: int, stored: StoredMsg) -> KeyValueEntry:
         if stored.subject != self.prefix + key:
             raise errors.KeyNotFoundError(f"revision {revision} of bucket {self.bucket!r} is not key {key!r}")
         return self._entry(key, stored)
@@ -286,15 +315,18 @@ class KeyValue:
 
     def status(self) -> KeyValueStatus:
         """The bucket's state (values, bytes, history, TTL, ...), from its stream's info."""
-        return KeyValueStatus.from_stream_info(self.bucket, self._stream.info())
+        try:
+            info = self._stream.info()
+        except errors.StreamNotFoundError as exc:
+            raise errors.BucketNotFoundError(exc.code, exc.err_code, f"bucket {self.bucket!r} not found") from exc
+        return KeyValueStatus.from_stream_info(self.bucket, info)
 
     def _filter_subjects(self, filters: Sequence[str]) -> list[str]:
         if not filters:
             return [f"{self.prefix}>"]
-        checked = [check_filter(f, "keys") for f in filters]
-        if ">" in checked:
-            return [f"{self.prefix}>"]
-        return [self.prefix + f for f in dict.fromkeys(checked)]
+        checked = list(dict.fromkeys(check_filter(f, "keys") for f in filters))
+        # The server refuses overlapping filters (10138): a filter another one covers adds nothing, drop it.
+        return [self.prefix + f for f in checked if not any(o != f and _covers(o, f) for o in checked)]
 
     def _messages(self, subjects: list[str], policy: DeliverPolicy, *, headers_only: bool) -> Iterator[Msg]:
         """The matching messages as of now, through an ordered consumer that ends when caught up."""
@@ -344,6 +376,17 @@ class KeyValue:
             delta=metadata.num_pending,
             operation=operation_of_raw(msg.raw_headers),
         )
+
+
+def _covers(wide: str, narrow: str) -> bool:
+    """True when every key ``narrow`` matches is matched by ``wide`` as well."""
+    w, n = wide.split("."), narrow.split(".")
+    for i, token in enumerate(w):
+        if token == ">":
+            return len(n) > i
+        if i >= len(n) or n[i] == ">" or token not in ("*", n[i]):
+            return False
+    return len(w) == len(n)
 
 
 def _revision(field: str, value: object) -> int:

@@ -1,0 +1,74 @@
+"""Helpers shared by the key-value server tests: making buckets, reading watchers, consumer counts, nats-py."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from jetstream_sync import KeyValue, KeyValueConfig, KeyValueEntry, KeyWatcher, errors
+from tests.helpers import wait_until
+
+
+def bucket(js, name: str, **config: Any) -> KeyValue:
+    return js.create_key_value(KeyValueConfig(bucket=name, **config))
+
+
+def fill(js, kv: KeyValue, n: int, prefix: str = "k", value: bytes = b"v") -> None:
+    """Put ``<prefix>.0`` .. ``<prefix>.<n-1>`` quickly (async publishes to the bucket's subjects)."""
+    for i in range(n):
+        js.publish_async(f"{kv.prefix}{prefix}.{i}", value)
+    js.publish_async_complete(timeout=20)
+
+
+def until_none(w: KeyWatcher, timeout: float = 5.0) -> list[KeyValueEntry]:
+    """The entries a watcher hands out before its ``None`` (each within ``timeout``)."""
+    got: list[KeyValueEntry] = []
+    while (entry := w.next(timeout)) is not None:
+        got.append(entry)
+    return got
+
+
+def take(w: KeyWatcher, n: int, timeout: float = 5.0) -> list[KeyValueEntry | None]:
+    return [w.next(timeout) for _ in range(n)]
+
+
+def quiet(w: KeyWatcher, timeout: float = 0.3) -> bool:
+    """True when the watcher hands out nothing within ``timeout``."""
+    try:
+        w.next(timeout)
+    except errors.TimeoutError:
+        return True
+    return False
+
+
+def consumers(js, bucket_name: str) -> list[str]:
+    return list(js.consumer_names(f"KV_{bucket_name}"))
+
+
+def wait_no_consumers(js, bucket_name: str, timeout: float = 5.0) -> None:
+    wait_until(lambda: consumers(js, bucket_name) == [], timeout=timeout)
+
+
+def view(entries) -> list[tuple[str, bytes, int, str]]:
+    """(key, value, revision, operation) of entries from either client."""
+    out = []
+    for e in entries:
+        op = e.operation  # ours: a KeyValueOp; nats-py: None for a value, else the header's text
+        name = "PUT" if op is None else op if isinstance(op, str) else op.value
+        out.append((e.key, bytes(e.value or b""), e.revision, name))
+    return out
+
+
+def with_nats_py(url: str, body: Callable[[Any, Any], Coroutine[Any, Any, Any]]) -> Any:
+    """Run ``await body(nc, js)`` on a nats-py connection to ``url``, in a fresh event loop."""
+    import nats
+
+    async def main() -> Any:
+        nc = await nats.connect(url)
+        try:
+            return await body(nc, nc.jetstream())
+        finally:
+            await nc.close()
+
+    return asyncio.run(main())
