@@ -9,6 +9,7 @@ and one ``None`` when the values that existed at the start have all been deliver
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
     from .bucket import KeyValue
 
 __all__ = ["KeyWatcher", "WatchOptions"]
+
+log = logging.getLogger("jetstream_sync")
 
 
 def _bool(_inst: object, attr: attrs.Attribute[bool], value: object) -> None:
@@ -96,8 +99,9 @@ class KeyWatcher:
         # Nothing to wait for: updates only, or nothing matched when the consumer was made.
         self._initial_done = options.updates_only or self._consumer.cached_info.num_pending == 0
         self._marker_due = not options.updates_only and self._initial_done
+        self._gone: errors.BucketNotFoundError | None = None
         try:
-            self._messages: MessagesIterator = self._consumer.messages()
+            self._messages: MessagesIterator = self._consumer.messages(error_handler=self._on_error)
         except BaseException:
             self._consumer.close()
             raise
@@ -127,7 +131,20 @@ class KeyWatcher:
         """
         return self._next(None if timeout is None else check_timeout(timeout, 0.0))
 
+    def _on_error(self, exc: BaseException) -> None:
+        """Watchdog thread: the consumer could not be recreated. A missing stream is a deleted bucket, which no
+        retry brings back: end the watch so the reader learns it (BucketNotFoundError) instead of waiting on."""
+        if isinstance(exc, errors.StreamNotFoundError):
+            self._gone = errors.BucketNotFoundError(exc.code, exc.err_code, f"bucket {self.bucket!r} was deleted")
+            self._gone.__cause__ = exc
+            self._messages.stop()
+            self._consumer.close()
+        else:
+            log.debug("watcher on bucket %r: %s", self.bucket, exc)
+
     def _next(self, timeout: float | None) -> KeyValueEntry | None:
+        if self._gone is not None:
+            raise self._gone
         if self._marker_due:
             self._marker_due = False
             return None
@@ -136,7 +153,12 @@ class KeyWatcher:
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 raise errors.TimeoutError(f"no change in bucket {self.bucket!r} within the timeout")
-            msg = self._messages.next(left)
+            try:
+                msg = self._messages.next(left)
+            except errors.IteratorClosedError:
+                if self._gone is not None:
+                    raise self._gone from None
+                raise
             entry = self._kv.entry_of(msg, self._cut)
             if not self._initial_done and entry.delta == 0:
                 self._initial_done = True

@@ -3,7 +3,9 @@ bounded waits, and the server-side consumer gone when the watch ends."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
+import time
 
 import pytest
 
@@ -209,3 +211,18 @@ def test_overlapping_filters_in_watch(kv):
     kv.put("a.c.d", b"1")
     with kv.watch(["a.>", "a.b", "a.*.d"]) as w:
         assert sorted(e.key for e in until_none(w)) == ["a.b", "a.c.d"]
+
+
+def test_a_deleted_bucket_ends_the_watch_with_bucket_not_found(kv, js, name):
+    kv.put("a", b"1")
+    with kv.watch_all() as w:
+        assert [e.key for e in until_none(w)] == ["a"]
+        js.delete_key_value(name)
+        started = time.monotonic()
+        with pytest.raises(errors.BucketNotFoundError):
+            # nothing more can come; the watcher must say why instead of waiting on (bounded: 15 s)
+            while time.monotonic() - started < 15:
+                with contextlib.suppress(errors.TimeoutError):
+                    w.next(1)
+        with pytest.raises(errors.BucketNotFoundError):
+            w.next(1)
