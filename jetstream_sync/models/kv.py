@@ -153,7 +153,7 @@ class KeyValueConfig:
         stream = _kv_stream(name)
         mapped = {**source, "name": stream}
         origin = stream[len(KV_STREAM_PREFIX) :]
-        if origin != self.bucket and "subject_transforms" not in source and "external" not in source:
+        if origin != self.bucket and "subject_transforms" not in source:
             mapped["subject_transforms"] = [{"src": f"$KV.{origin}.>", "dest": f"$KV.{self.bucket}.>"}]
         return mapped
 

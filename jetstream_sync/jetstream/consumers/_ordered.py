@@ -239,6 +239,11 @@ class OrderedPull(ContinuousPull):
         self.resets = 0
         self.reset_reasons: Counter[str] = Counter()
         self.reset_failures = 0
+        # A last-per-subject read is a snapshot until it first catches up: a reset in it recreates the link
+        # last-per-subject again and skips what it already received (restarting by sequence would replay every
+        # entry written after that point, superseded ones included).
+        self.snapshot = chain.config.deliver_policy is DeliverPolicy.LAST_PER_SUBJECT
+        self.skip_through = 0
         # user side only
         self.last_handed: Msg | None = None
 
@@ -276,6 +281,8 @@ class OrderedPull(ContinuousPull):
         target = self.chain.pull_target(info)
         self._consumer_b = target.consumer.encode()
         self.consumer_seq = 0
+        if info.num_pending == 0:
+            self.snapshot = False
         if self.until_drained and info.num_pending == 0:
             self.target = target
             self._caught_up()
@@ -301,6 +308,15 @@ class OrderedPull(ContinuousPull):
             self._reset(f"gap (consumer sequence {position.consumer_seq}, expected {self.consumer_seq + 1})", "gap")
             return
         self.consumer_seq = position.consumer_seq
+        if position.num_pending == 0:
+            self.snapshot = False
+        if position.stream_seq <= self.skip_through:  # a recreated snapshot repeats what was received
+            self.pending_msgs = max(0, self.pending_msgs - 1)
+            if self.until_drained and position.num_pending == 0:
+                self._caught_up()
+            else:
+                self._pull()
+            return
         self.stream_seq = position.stream_seq
         self.received += 1
         self.buffer.put(self._make_msg(subject, reply, data, headers))
@@ -350,6 +366,9 @@ class OrderedPull(ContinuousPull):
 
     async def _attempt(self) -> ConsumerInfo:
         await self._resubscribe()
+        if self.snapshot:
+            self.skip_through = self.stream_seq
+            return await self.chain.create_io(0)
         return await self.chain.create_io(self.stream_seq + 1 if self.stream_seq else 0)
 
     def _adopt_link(self, info: ConsumerInfo) -> None:

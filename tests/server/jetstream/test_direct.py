@@ -60,7 +60,7 @@ def test_batch_size_start_and_end_of_batch_position(js, dstream, name):
 def test_nothing_at_or_after_start_is_an_empty_batch(js, dstream, name):
     _fill(js, name, 3)
     assert direct_get_batch(dstream, 4, 10) == []
-    assert direct_get_batch_raw(dstream, 100, 10) == ([], 0, 0)
+    assert direct_get_batch_raw(dstream, 100, 10) == ([], 0, 0, 0)  # messages, num_pending, last_seq, up_to_seq
 
 
 def test_deleted_sequences_are_skipped(js, dstream, name):

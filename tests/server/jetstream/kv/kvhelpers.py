@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from jetstream_sync import KeyValue, KeyValueConfig, KeyValueEntry, KeyWatcher, errors
+from jetstream_sync import KeyValue, KeyValueConfig, KeyValueEntry, KeyWatcher, StoredMsg, errors
 from tests.helpers import wait_until
 
 
@@ -40,6 +40,28 @@ def quiet(w: KeyWatcher, timeout: float = 0.3) -> bool:
     except errors.TimeoutError:
         return True
     return False
+
+
+def stored_last(js, kv: KeyValue, key: str) -> StoredMsg:
+    """The key's last message as the stream stores it (headers and all), read around the KV API."""
+    return js.stream(kv.stream_name).get_last_msg(kv.prefix + key)
+
+
+def gone(kv: KeyValue, key: str) -> bool:
+    """True when the key has no live value (never written, or its latest entry is a marker)."""
+    try:
+        kv.get(key)
+    except errors.KeyNotFoundError:  # KeyDeletedError included: a marker is no value
+        return True
+    return False
+
+
+def readable(kv: KeyValue, key: str, value: bytes) -> bool:
+    """True once ``key`` reads back as ``value`` (a mirror or a sourced bucket catches up asynchronously)."""
+    try:
+        return kv.get(key).value == value
+    except errors.KeyNotFoundError:
+        return False
 
 
 def consumers(js, bucket_name: str) -> list[str]:

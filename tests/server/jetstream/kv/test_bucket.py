@@ -317,6 +317,14 @@ def test_bad_values_and_revisions_are_refused_before_sending(gone):
         gone.get_many("abc")
 
 
+def test_a_value_over_max_payload_is_refused_before_sending(gone):
+    too_big = b"x" * (gone.jetstream.client.max_payload + 1)
+    with pytest.raises(errors.MaxPayloadError):
+        gone.put("k", too_big)
+    with pytest.raises(errors.MaxPayloadError):
+        gone.create("k", too_big)
+
+
 def test_conflicting_watch_options_are_refused_before_sending(gone):
     with pytest.raises(errors.InvalidArgumentError):
         gone.watch("k", include_history=True, updates_only=True)

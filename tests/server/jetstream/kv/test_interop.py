@@ -167,3 +167,68 @@ def test_nats_py_watcher_on_our_bucket(nats_server, js, name):
         return view(got)
 
     assert sorted(with_nats_py(nats_server.url, watch), key=lambda e: e[2]) == sorted(ours, key=lambda e: e[2])
+
+
+def test_nats_py_reads_revisions_history_watch_and_keys_of_ours(nats_server, js, name):
+    kv = bucket(js, name, history=4)
+    r1 = kv.put("a.x", b"1")
+    kv.put("a.x", b"2")
+    kv.put("a.y", b"1")
+    kv.put("b.z", b"1")
+    kv.delete("a.y")
+    kv.put("p", b"1")
+    kv.purge("p")
+    everything = []
+    for key in ("a.x", "a.y", "b.z", "p"):
+        everything += kv.history(key)
+    ours = sorted(view(everything), key=lambda e: e[2])
+
+    async def read(_nc, njs):
+        nkv = await njs.key_value(name)
+        old = await nkv.get("a.x", revision=r1)
+        w = await nkv.watchall(include_history=True)
+        got = []
+        while (entry := await w.updates(timeout=5)) is not None:
+            got.append(entry)
+        await w.stop()
+        return old.value, view(got), sorted(await nkv.keys())
+
+    old, watched, keys = with_nats_py(nats_server.url, read)
+    assert old == b"1"
+    assert watched == ours  # every value and marker, in revision order, with its operation
+    assert keys == ["a.x", "b.z"]
+
+
+def test_our_watch_with_history_of_a_nats_py_bucket(nats_server, js, name):
+    async def write(_nc, njs):
+        nkv = await njs.create_key_value(bucket=name, history=3)
+        for value in (b"1", b"2", b"3", b"4"):
+            await nkv.put("k", value)
+        await nkv.put("j", b"1")
+        await nkv.delete("j")
+        history = view(await nkv.history("k")) + view(await nkv.history("j"))
+        return sorted(history, key=lambda e: e[2])
+
+    theirs = with_nats_py(nats_server.url, write)
+    kv = js.key_value(name)
+    with kv.watch_all(include_history=True) as w:
+        assert view(until_none(w)) == theirs
+    with kv.watch_all(meta_only=True) as w:
+        assert [(e.key, e.value, e.operation) for e in until_none(w)] == [
+            ("k", b"", KeyValueOp.PUT),
+            ("j", b"", KeyValueOp.DELETE),
+        ]
+
+
+def test_create_over_a_bucket_nats_py_made_is_bucket_exists(nats_server, js, name):
+    """nats-py makes its bucket stream differently (no direct get; message TTLs allowed), so the same settings
+    are another configuration to the server: create refuses with the typed error, binding works."""
+
+    async def write(_nc, njs):
+        nkv = await njs.create_key_value(bucket=name, history=2)
+        await nkv.put("k", b"v")
+
+    with_nats_py(nats_server.url, write)
+    with pytest.raises(errors.BucketExistsError):
+        bucket(js, name, history=2)
+    assert js.key_value(name).get("k").value == b"v"

@@ -9,15 +9,7 @@ import pytest
 
 from jetstream_sync import KeyValueOp, errors
 from tests.helpers import wait_until
-from tests.server.jetstream.kv.kvhelpers import bucket, fill, take, until_none
-
-
-def gone(kv, key: str) -> bool:
-    try:
-        kv.get(key)
-    except errors.KeyNotFoundError:  # KeyDeletedError included: a marker is no value
-        return True
-    return False
+from tests.server.jetstream.kv.kvhelpers import bucket, fill, gone, stored_last, take, until_none
 
 
 def test_create_with_ttl_disappears_and_a_watcher_sees_the_marker(js, name):
@@ -76,6 +68,60 @@ def test_bucket_ttl_leaves_a_marker(js, name):
     with pytest.raises(errors.KeyDeletedError) as info:
         kv.get("k")
     assert info.value.entry.revision == marker.revision
+
+
+def test_a_lock_with_one_key_of_history_frees_itself_and_the_marker_stays(js, name):
+    # history 1: the server keeps the key's own TTL (with more history it raises a TTL below
+    # limit_marker_ttl to limit_marker_ttl, so that no marker is missed)
+    kv = bucket(js, name, limit_marker_ttl=timedelta(seconds=30))
+    with kv.watch("lock") as w:
+        assert w.next(2) is None
+        rev = kv.create("lock", b"me", ttl=timedelta(seconds=1))
+        assert stored_last(js, kv, "lock").headers["Nats-TTL"] in ("1000ms", "1s", "1")
+        assert w.next(2).revision == rev
+        marker = w.next(4)
+    assert (marker.key, marker.operation, marker.value) == ("lock", KeyValueOp.PURGE, b"")
+    stored = stored_last(js, kv, "lock")
+    assert stored.seq == marker.revision
+    assert stored.headers["Nats-Marker-Reason"] == "MaxAge"  # what the server writes: no KV-Operation header
+    assert "KV-Operation" not in stored.headers
+    with pytest.raises(errors.KeyDeletedError) as info:
+        kv.get("lock")
+    assert (info.value.entry.revision, info.value.entry.operation) == (marker.revision, KeyValueOp.PURGE)
+    assert [e.operation for e in kv.history("lock")] == [KeyValueOp.PURGE]
+    assert list(kv.keys()) == []
+    assert kv.get_many(["lock"]) == {}
+    assert kv.create("lock", b"you") > marker.revision  # free: create takes the marker's place
+
+
+def test_the_bucket_ttl_marker_says_max_age(js, name):
+    kv = bucket(js, name, ttl=1, limit_marker_ttl=30, history=3)
+    kv.put("k", b"1")
+    kv.put("k", b"2")
+    wait_until(lambda: gone(kv, "k"), timeout=5)
+    stored = stored_last(js, kv, "k")
+    assert stored.headers["Nats-Marker-Reason"] == "MaxAge"
+    hist = kv.history("k")
+    assert [(e.operation, e.value) for e in hist] == [(KeyValueOp.PURGE, b"")]  # the values went, the marker stays
+
+
+def test_purge_with_ttl_writes_the_ttl_on_the_marker(js, name):
+    kv = bucket(js, name, limit_marker_ttl=60)
+    kv.put("k", b"1")
+    kv.purge("k", ttl=timedelta(minutes=2))
+    headers = stored_last(js, kv, "k").headers
+    assert (headers["KV-Operation"], headers["Nats-Rollup"]) == ("PURGE", "sub")
+    assert headers["Nats-TTL"] in ("120000ms", "120s", "2m0s", "120")
+
+
+def test_ttl_below_a_second_is_refused_before_sending(js, name):
+    kv = bucket(js, name, limit_marker_ttl=1)
+    js.delete_key_value(name)
+    with pytest.raises(errors.InvalidArgumentError) as info:
+        kv.create("k", b"v", ttl=0.5)
+    assert info.value.field == "ttl"
+    with pytest.raises(errors.InvalidArgumentError):
+        kv.purge("k", ttl=timedelta(milliseconds=10))
 
 
 def test_ttl_without_limit_marker_ttl_is_refused_before_sending(js, name):
