@@ -32,6 +32,7 @@ from .jetstream import (
 from .jetstream.advisories import Advisories
 from .jetstream.consumers import ErrorHandler
 from .jetstream.kv import KeyValue, KeyValueManager, KeyWatcher, WatchOptions
+from .jetstream.object_store import ObjectData, ObjectReader, ObjectStore, ObjectStoreManager, ObjectWatcher
 from .message import AckSender, Msg, MsgMetadata, SequencePair
 from .models import (
     AccountInfo,
@@ -46,6 +47,11 @@ from .models import (
     KeyValueEntry,
     KeyValueOp,
     KeyValueStatus,
+    ObjectInfo,
+    ObjectLink,
+    ObjectMeta,
+    ObjectStoreConfig,
+    ObjectStoreStatus,
     PubAck,
     ReplayPolicy,
     RetentionPolicy,
@@ -158,4 +164,14 @@ __all__ = [
     "KeyValueStatus",
     "KeyWatcher",
     "WatchOptions",
+    "ObjectData",
+    "ObjectInfo",
+    "ObjectLink",
+    "ObjectMeta",
+    "ObjectReader",
+    "ObjectStore",
+    "ObjectStoreConfig",
+    "ObjectStoreManager",
+    "ObjectStoreStatus",
+    "ObjectWatcher",
 ]

@@ -12,6 +12,7 @@ from typing import Any
 __all__ = [
     "APIError",
     "AuthorizationError",
+    "BadObjectMetaError",
     "BadRequestError",
     "BucketExistsError",
     "BucketNotFoundError",
@@ -24,12 +25,14 @@ __all__ = [
     "ConsumerNotQueueError",
     "ConsumerSequenceGapError",
     "DeliverGroupMismatchError",
+    "DigestMismatchError",
     "DuplicateSubscriptionError",
     "ForkedClientError",
     "InvalidAckSubjectError",
     "InvalidArgumentError",
     "InvalidBucketNameError",
     "InvalidKeyError",
+    "InvalidObjectNameError",
     "InvalidTypeError",
     "IteratorClosedError",
     "JetStreamError",
@@ -41,14 +44,22 @@ __all__ = [
     "KeyValueConfigError",
     "KeyValueError",
     "KeyWrongLastSequenceError",
+    "LinkError",
+    "LinkIsABucketError",
     "MaxPayloadError",
     "MessageNotFoundError",
     "MissedHeartbeatError",
+    "NoLinkToDeletedError",
+    "NoLinkToLinkError",
     "NoRespondersError",
     "NoServersError",
     "NoStreamResponseError",
     "NotConnectedError",
+    "ObjectDeletedError",
+    "ObjectExistsError",
+    "ObjectNotFoundError",
     "ObjectStoreError",
+    "ObjectStoreSealedError",
     "OrderedConsumerInUseError",
     "OrderedConsumerResetError",
     "PermissionViolationError",
@@ -381,6 +392,61 @@ class KeyExistsError(KeyWrongLastSequenceError):
 
 class KeyHistoryTooLargeError(KeyValueError, InvalidArgumentError):
     """A bucket keeps at most 64 values per key."""
+
+
+class ObjectNotFoundError(ObjectStoreError):
+    """No object of that name in the bucket: never put, or (see :class:`ObjectDeletedError`) deleted."""
+
+
+class ObjectDeletedError(ObjectNotFoundError):
+    """The object was deleted; ``info`` is its deleted record (``info(name, show_deleted=True)`` returns it)."""
+
+    def __init__(self, message: str, info: Any = None) -> None:
+        super().__init__(message)
+        self.info = info
+
+
+class InvalidObjectNameError(ObjectStoreError, InvalidArgumentError):
+    """An object name must be a non-empty str of at most 2,048 bytes in UTF-8 (it travels base64-encoded in
+    subjects, and nats-server drops a connection whose protocol line passes 4 KiB)."""
+
+
+class DigestMismatchError(ObjectStoreError):
+    """The data read back does not match the SHA-256 digest (or size) its metadata records: a chunk was lost
+    or changed in the stream, or the object was replaced or deleted while it was read. Raised by the read
+    that reaches the end, after the data was handed out: discard what was read (and read again if replaced)."""
+
+
+class BadObjectMetaError(ObjectStoreError):
+    """An object's stored metadata cannot be decoded or lacks what every client writes (its name and nuid)."""
+
+
+class ObjectStoreSealedError(ObjectStoreError):
+    """The bucket was sealed (``seal()``): it is read-only for good, so puts, deletes, meta updates and links
+    fail. Reads, lists and watches go on working."""
+
+
+class ObjectExistsError(ObjectStoreError):
+    """A live object already holds that name: ``update_meta`` cannot rename onto it and ``add_link`` /
+    ``add_bucket_link`` cannot replace it (a link of that name can be replaced)."""
+
+
+class LinkError(ObjectStoreError, InvalidArgumentError):
+    """A link cannot be made or followed this way (one of the subclasses says why); ``field`` names the
+    argument at fault."""
+
+
+class NoLinkToDeletedError(LinkError):
+    """``add_link`` was given an object that is deleted (or no longer exists): a link points at a live object."""
+
+
+class NoLinkToLinkError(LinkError):
+    """``add_link`` was given a link: link to the object it points at instead (links are one hop)."""
+
+
+class LinkIsABucketError(LinkError):
+    """The name is a link to a whole bucket (``add_bucket_link``), which has no data to ``get``; bind to that
+    bucket with ``js.object_store(info.link.bucket)`` instead."""
 
 
 # JetStream API err_code -> class; codes from the server's errors.json.

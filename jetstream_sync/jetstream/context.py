@@ -41,6 +41,7 @@ from .consumers import (
 )
 from .consumers.push import DEFAULT_PENDING_BYTES, DEFAULT_PENDING_MSGS
 from .kv.manager import KeyValueManager
+from .object_store.manager import ObjectStoreManager
 from .publish import (
     DEFAULT_MAX_PENDING,
     NO_CHECKS,
@@ -57,7 +58,7 @@ __all__ = ["JetStream"]
 log = logging.getLogger("jetstream_sync")
 
 
-class JetStream(KeyValueManager):
+class JetStream(KeyValueManager, ObjectStoreManager):
     """Manage streams and consumers, and publish with acknowledgements. Thread-safe; cheap to create.
 
     ``publish_retry`` is a ``tenacity.Retrying`` deciding how "no responders" (503) is retried by

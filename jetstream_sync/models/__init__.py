@@ -55,6 +55,7 @@ from .advisory import (
 )
 from .consumer import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy, ReplayPolicy, SequenceInfo
 from .kv import KeyValueConfig, KeyValueEntry, KeyValueOp, KeyValueStatus
+from .object_store import ObjectInfo, ObjectLink, ObjectMeta, ObjectStoreConfig, ObjectStoreStatus
 from .publish import PubAck
 from .stream import (
     DiscardPolicy,
@@ -110,4 +111,9 @@ __all__ = [
     "KeyValueEntry",
     "KeyValueOp",
     "KeyValueStatus",
+    "ObjectInfo",
+    "ObjectLink",
+    "ObjectMeta",
+    "ObjectStoreConfig",
+    "ObjectStoreStatus",
 ]

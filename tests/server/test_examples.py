@@ -50,3 +50,12 @@ def test_feature_flags_watcher_follows_changes_from_another_thread():
     assert "loaded: checkout.new_flow=off search.v2=on" in result.stdout
     assert "after the flip: checkout.new_flow=on search.v2=off" in result.stdout
     assert "history of checkout.new_flow: off, on" in result.stdout
+
+
+def test_file_drop_puts_a_large_file_and_gets_it_back_verified():
+    result = run_example("file_drop.py")
+    assert result.returncode == 0, result.stderr
+    assert "put builds/1.4.2/app.tar: 32 MiB in 256 chunks" in result.stdout
+    assert "verified: the downloaded file is identical to the original" in result.stdout
+    assert "streamed read: sha256 matches" in result.stdout
+    assert "objects: builds/1.4.2/app.tar, builds/latest/app.tar" in result.stdout

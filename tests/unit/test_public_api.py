@@ -29,6 +29,12 @@ def test_every_exported_name_exists_and_classes_and_functions_are_documented():
         ("jetstream_sync.direct", ["direct_get_batch", "direct_get_batch_raw", "DirectBatch", "RawStoredMsg"]),
         ("jetstream_sync.jetstream", ["JetStream"]),
         ("jetstream_sync.models", ["StreamConfig", "ConsumerConfig", "PubAck", "parse_time"]),
+        (
+            "jetstream_sync",
+            ["ObjectStore", "ObjectStoreConfig", "ObjectMeta", "ObjectInfo", "ObjectReader", "ObjectStoreStatus"],
+        ),
+        ("jetstream_sync.errors", ["ObjectNotFoundError", "DigestMismatchError", "BadObjectMetaError"]),
+        ("jetstream_sync.models", ["ObjectStoreConfig", "ObjectMeta", "ObjectInfo", "ObjectLink"]),
     ],
 )
 def test_public_import_paths_keep_working(module, names):

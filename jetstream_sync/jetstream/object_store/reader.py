@@ -1,0 +1,278 @@
+"""ObjectReader: one object's data as a readable binary file, streamed chunk by chunk.
+
+The chunks come through an ordered pull consumer filtered on the object's chunk subject, pulling at most
+:data:`READ_WINDOW` chunks at a time, so a reader holds a few chunks in memory whatever the object's size, and
+a slow reader slows the stream instead of piling messages up: there is no push flow control to answer, so
+nothing can stall the way nats.js #430 did, and nothing is dropped. The ordered consumer heals restarts and
+reconnects in the middle of a read without a gap or a repeat.
+
+The SHA-256 is computed as the data is handed out and checked against the metadata's digest at the end:
+:class:`~jetstream_sync.errors.DigestMismatchError` is raised by the read that reaches the end, and by every
+read after it (an error at the end is not forgotten by reading again). A reader that waits for a chunk asks
+every second whether the object was replaced or deleted meanwhile, and whether chunks vanished before they
+were delivered (``_walk.py``), and says so at once instead of waiting out its timeout.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import time
+from collections.abc import Callable
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from ... import errors
+from ...models.object_store import ObjectInfo
+from ..consumers import MessagesIterator, OrderedConsumer
+from ._meta import digest_matches
+from ._walk import IDLE_CHECK, DrainCheck
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
+
+__all__ = ["READ_WINDOW", "ObjectReader"]
+
+log = logging.getLogger("jetstream_sync")
+
+#: chunks asked for per pull; at most this many (and the one being read) are held by a reader
+READ_WINDOW = 4
+
+
+class ObjectReader(io.RawIOBase):
+    """A readable, non-seekable binary file over one object (``read``, ``read1``, ``readinto``, ``readall``,
+    ``peek``, ``readline`` and iteration, ``shutil.copyfileobj``). ``info`` is the object's metadata. Close it
+    (or use ``with``): that ends the read and deletes its server-side consumer at once.
+
+    Not for several threads at a time: like any file object, one reader per thread.
+    """
+
+    def __init__(
+        self,
+        info: ObjectInfo,
+        open_consumer: Callable[[], OrderedConsumer],
+        timeout: float,
+        replaced: Callable[[], bool] = lambda: False,
+    ) -> None:
+        super().__init__()
+        #: the metadata of the object being read
+        self.info = info
+        self._timeout = timeout
+        # Asked only while a read waits or goes wrong: a put or delete of the same name purges the chunks
+        # being read, which looks like lost data (or a silent stream) from here, and deserves its own message.
+        self._replaced = replaced
+        self._sha = hashlib.sha256()
+        self._received = 0
+        self._chunk = memoryview(b"")
+        self._eof = info.size == 0 and info.chunks == 0
+        self._error: errors.JetStreamError | None = None  # raised again by every read once the read failed
+        self._consumer: OrderedConsumer | None = None
+        self._messages: MessagesIterator | None = None
+        self._check: DrainCheck | None = None
+        # Set on the watchdog thread when the bucket's stream is gone; read by the reading thread.
+        self._gone: errors.BucketNotFoundError | None = None
+        if self._eof:
+            self._verify()  # nothing to read (an empty object has no chunks, so no consumer is made)
+        else:
+            self._consumer = open_consumer()
+            self._check = DrainCheck(self._consumer)
+            try:
+                self._messages = self._consumer.messages(
+                    until_drained=True, max_messages=READ_WINDOW, error_handler=self._on_error
+                )
+            except BaseException:
+                self._consumer.close()
+                raise
+
+    def __repr__(self) -> str:
+        return f"<ObjectReader {self.info.bucket}/{self.info.name!r} {self._received}/{self.info.size} bytes>"
+
+    def __enter__(self) -> ObjectReader:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    @property
+    def bytes_read(self) -> int:
+        """How many bytes of the object have arrived so far."""
+        return self._received
+
+    def readable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        """End the read and delete its consumer now; reading afterwards raises ValueError (as for any file)."""
+        if not self.closed:
+            self._release()
+        super().close()
+
+    def readinto(self, buffer: WriteableBuffer) -> int:
+        """Fill ``buffer`` (fewer bytes only at the end of the object); 0 at the end, after the digest was
+        verified."""
+        self._checkClosed()
+        with memoryview(buffer) as raw, raw.cast("B") as view:
+            filled = 0
+            while filled < len(view) and self._fill():
+                n = min(len(view) - filled, len(self._chunk))
+                view[filled : filled + n] = self._chunk[:n]
+                self._chunk = self._chunk[n:]
+                filled += n
+            return filled
+
+    def read(self, size: int | None = -1) -> bytes:
+        """``size`` bytes (fewer only at the end; all the rest for -1 or None), as a buffered file reads;
+        b"" at the end, after the digest was verified."""
+        self._checkClosed()
+        if size is None or size < 0:
+            return self.readall()
+        parts = []
+        left = size
+        while left > 0 and self._fill():
+            piece = self._chunk[:left]
+            parts.append(bytes(piece))
+            self._chunk = self._chunk[len(piece) :]
+            left -= len(piece)
+        return b"".join(parts)
+
+    def read1(self, size: int = -1) -> bytes:
+        """At most ``size`` bytes (-1: what is at hand) with at most one wait for the server: the rest of the
+        current chunk, or the next one."""
+        self._checkClosed()
+        if size == 0 or not self._fill():
+            return b""
+        piece = self._chunk if size < 0 else self._chunk[:size]
+        self._chunk = self._chunk[len(piece) :]
+        return bytes(piece)
+
+    def peek(self, size: int = 0) -> bytes:
+        """What is at hand without consuming it (the rest of the current chunk, waiting for the next one if
+        none is left); b"" at the end. ``size`` is ignored, as ``BufferedReader.peek`` may. Lines are read
+        through it (``readline``, iteration), a chunk at a time instead of a byte at a time."""
+        self._checkClosed()
+        return bytes(self._chunk) if self._fill() else b""
+
+    def readall(self) -> bytes:
+        """The rest of the object."""
+        self._checkClosed()
+        parts = []
+        while self._fill():
+            parts.append(bytes(self._chunk))
+            self._chunk = memoryview(b"")
+        return b"".join(parts)
+
+    def _on_error(self, exc: BaseException) -> None:
+        """Watchdog thread: the consumer could not be recreated. A missing stream is a deleted bucket: end the
+        read so the reader learns it (BucketNotFoundError) instead of waiting for chunks that are gone."""
+        if isinstance(exc, errors.StreamNotFoundError):
+            gone = errors.BucketNotFoundError(exc.code, exc.err_code, f"bucket {self.info.bucket!r} was deleted")
+            gone.__cause__ = exc
+            self._gone = gone
+            messages = self._messages
+            if messages is not None:
+                messages.stop()
+        else:
+            log.debug("object reader %s/%s: %s", self.info.bucket, self.info.name, exc)
+
+    def _fill(self) -> bool:
+        """Make sure a chunk is at hand; False at the end of the data (verified there)."""
+        while not self._chunk:
+            if self._error is not None:
+                raise self._error
+            if self._eof:
+                return False
+            try:
+                data = self._next_chunk()
+            except errors.JetStreamError as exc:
+                self._fail(exc)
+                raise
+            if data is None:
+                self._eof = True
+                self._release()
+                try:
+                    self._verify()
+                except errors.JetStreamError as exc:
+                    self._fail(exc)
+                    raise
+                return False
+            self._sha.update(data)
+            self._received += len(data)
+            self._chunk = memoryview(data)
+        return True
+
+    def _next_chunk(self) -> bytes | None:
+        """The next chunk's data, None at the end of the stream's chunks. Waits at most the timeout, asking
+        every :data:`IDLE_CHECK` seconds whether the object was replaced or its chunks vanished."""
+        messages, check = self._messages, self._check
+        if messages is None or check is None:
+            return None
+        deadline = time.monotonic() + self._timeout
+        while True:
+            wait = min(deadline - time.monotonic(), IDLE_CHECK)
+            if wait <= 0:
+                raise errors.TimeoutError(
+                    f"object {self.info.name!r} in bucket {self.info.bucket!r}: no chunk came within "
+                    f"{self._timeout:g}s ({self._received} of {self.info.size} bytes read)"
+                )
+            try:
+                msg = messages.next(wait)
+            except errors.IteratorClosedError:
+                if self._gone is not None:
+                    raise self._gone from None
+                return None
+            except errors.TimeoutError:
+                self._check_replaced()
+                if self._nothing_left(check):
+                    return None  # chunks vanished before they were delivered: the digest check says so
+                continue
+            check.saw(msg)
+            return msg.data
+
+    def _nothing_left(self, check: DrainCheck) -> bool:
+        try:
+            return check.nothing_left()
+        except errors.StreamNotFoundError as exc:
+            raise errors.BucketNotFoundError(
+                exc.code, exc.err_code, f"bucket {self.info.bucket!r} was deleted"
+            ) from exc
+
+    def _fail(self, exc: errors.JetStreamError) -> None:
+        """A read failed for good: keep the error for every later read and let the consumer go. A timeout is
+        not for good (the next read may get the chunk), nor is the client closing (said by every call)."""
+        if isinstance(exc, (errors.TimeoutError, errors.ConnectionClosedError)):
+            return
+        self._error = exc
+        self._chunk = memoryview(b"")
+        self._release()
+
+    def _release(self) -> None:
+        messages, self._messages = self._messages, None
+        consumer, self._consumer = self._consumer, None
+        try:
+            if messages is not None:
+                messages.stop()
+            if consumer is not None:
+                consumer.close()
+        except errors.JetStreamError as exc:  # the client closed first: nothing is left to clean up
+            log.debug("object reader %s/%s: closing: %s", self.info.bucket, self.info.name, exc)
+
+    def _check_replaced(self) -> None:
+        if self._replaced():
+            raise errors.DigestMismatchError(
+                f"object {self.info.name!r} in bucket {self.info.bucket!r} was replaced or deleted while it was "
+                f"read ({self._received} of {self.info.size} bytes read); read it again"
+            )
+
+    def _verify(self) -> None:
+        info = self.info
+        if info.size == 0 and self._received == 0:
+            return  # nothing to verify (some clients store no digest for empty data)
+        if self._received != info.size or not digest_matches(info.digest, self._sha.digest()):
+            self._check_replaced()
+            raise errors.DigestMismatchError(
+                f"object {info.name!r} in bucket {info.bucket!r}: read {self._received} bytes that do not match "
+                f"its recorded size ({info.size}) and digest ({info.digest}); a chunk was lost or changed"
+            )
