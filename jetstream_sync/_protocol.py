@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, NamedTuple
 
 from . import errors
@@ -26,6 +26,7 @@ __all__ = [
     "WPI",
     "AckPosition",
     "Command",
+    "ack_fields",
     "ack_position",
     "api_payload",
     "api_response",
@@ -35,11 +36,13 @@ __all__ = [
     "is_no_responders",
     "nak_payload",
     "nanos",
+    "not_numeric_ack_subject",
     "pending_counts",
     "pull_request",
     "reply_encoder",
     "seconds",
     "status_of",
+    "stream_position",
     "term_payload",
 ]
 
@@ -75,6 +78,9 @@ class AckPosition(NamedTuple):
     num_pending: int
 
 
+_new_tuple = tuple.__new__
+
+
 def ack_position(reply: bytes) -> AckPosition | None:
     """The consumer name, sequences and pending count of an ack subject; None when it is not one.
 
@@ -90,9 +96,40 @@ def ack_position(reply: bytes) -> AckPosition | None:
     else:
         return None
     try:
-        return AckPosition(tokens[base + 1], int(tokens[base + 4]), int(tokens[base + 3]), int(tokens[base + 6]))
+        fields = (tokens[base + 1], int(tokens[base + 4]), int(tokens[base + 3]), int(tokens[base + 6]))
     except ValueError:
         return None
+    return _new_tuple(AckPosition, fields)  # skips the NamedTuple's generated __new__: a fifth of the cost
+
+
+def ack_fields(reply: str) -> tuple[str | None, list[str]]:
+    """An ack subject's domain and its seven fields as text: stream, consumer, delivered count, stream
+    sequence, consumer sequence, timestamp (ns), pending. For readers that want one or two of them per
+    message (KV entries) without building a MsgMetadata; InvalidAckSubjectError for anything else."""
+    if not reply.startswith(ACK_PREFIX_TEXT):
+        raise errors.InvalidAckSubjectError(
+            f"{reply!r} is not a JetStream ack subject; only messages delivered by a consumer have metadata"
+        )
+    tokens = reply.split(".")
+    if len(tokens) == 9:
+        return None, tokens[2:9]
+    if len(tokens) >= 11:
+        return (None if tokens[2] == "_" else tokens[2]), tokens[4:11]
+    raise errors.InvalidAckSubjectError(f"{reply!r} has {len(tokens)} tokens; an ack subject has 9 or 11 or more")
+
+
+def stream_position(reply: str) -> tuple[int, datetime, int]:
+    """(stream sequence, timestamp, pending) from an ack subject: what a KV entry needs, at a third of the cost
+    of ``MsgMetadata.parse``."""
+    fields = ack_fields(reply)[1]
+    try:
+        return int(fields[3]), datetime_from_nanos(int(fields[5])), int(fields[6])
+    except ValueError as exc:
+        raise not_numeric_ack_subject(reply) from exc
+
+
+def not_numeric_ack_subject(reply: str) -> errors.InvalidAckSubjectError:
+    return errors.InvalidAckSubjectError(f"{reply!r} has a non-numeric sequence, count or timestamp token")
 
 
 def nanos(seconds: float) -> int:
@@ -108,11 +145,15 @@ def seconds(ns: int) -> float:
     return ns / NS_PER_SECOND
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
 def datetime_from_nanos(ns: int) -> datetime:
-    """Unix nanoseconds as an aware UTC datetime (microsecond precision, truncated)."""
-    return datetime.fromtimestamp(ns // NS_PER_SECOND, tz=timezone.utc).replace(
-        microsecond=(ns % NS_PER_SECOND) // 1000
-    )
+    """Unix nanoseconds as an aware UTC datetime (microsecond precision, truncated toward the past).
+
+    The epoch plus a timedelta: exact for any time, and a third of the cost of fromtimestamp().replace(),
+    which matters at one call per KV entry."""
+    return _EPOCH + timedelta(microseconds=ns // 1000)
 
 
 def nak_payload(delay_ns: int | None) -> bytes:

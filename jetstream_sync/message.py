@@ -8,7 +8,17 @@ from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
-from ._protocol import ACK, ACK_PREFIX_TEXT, WPI, datetime_from_nanos, nak_payload, nanos, term_payload
+from ._protocol import (
+    ACK,
+    ACK_PREFIX_TEXT,
+    WPI,
+    ack_fields,
+    datetime_from_nanos,
+    nak_payload,
+    nanos,
+    not_numeric_ack_subject,
+    term_payload,
+)
 from ._validate import check_timeout, to_seconds
 from .errors import InvalidAckSubjectError
 from .headers import Headers, parse_header_block
@@ -69,20 +79,7 @@ class MsgMetadata:
     @classmethod
     def parse(cls, reply: str) -> MsgMetadata:
         """Parse v1 (9 tokens) and v2 (11 or more tokens) ack subjects; anything else is an error."""
-        if not reply.startswith(ACK_PREFIX_TEXT):
-            raise InvalidAckSubjectError(
-                f"{reply!r} is not a JetStream ack subject; only messages delivered by a consumer have metadata"
-            )
-        tokens = reply.split(".")
-        if len(tokens) == 9:
-            domain: str | None = None
-            fields = tokens[2:9]
-        elif len(tokens) >= 11:
-            domain = None if tokens[2] == "_" else tokens[2]
-            fields = tokens[4:11]
-        else:
-            raise InvalidAckSubjectError(f"{reply!r} has {len(tokens)} tokens; an ack subject has 9 or 11 or more")
-        stream, consumer, delivered, sseq, cseq, ts, pending = fields
+        domain, (stream, consumer, delivered, sseq, cseq, ts, pending) = ack_fields(reply)
         try:
             return cls(
                 sequence=SequencePair(consumer=int(cseq), stream=int(sseq)),
@@ -94,7 +91,7 @@ class MsgMetadata:
                 domain=domain,
             )
         except ValueError as exc:
-            raise InvalidAckSubjectError(f"{reply!r} has a non-numeric sequence, count or timestamp token") from exc
+            raise not_numeric_ack_subject(reply) from exc
 
 
 class Msg:

@@ -1,9 +1,12 @@
-"""The nats-py adapter: the one module that imports nats-py, and the contract it relies on.
+"""The nats-py adapter: with its protocol parser (``_parser.py``) the only module that imports nats-py, and
+the contract it relies on.
 
 nats-py owns the socket, protocol parsing, reconnects and auth. We hook it at a few points, all stable in the
 2.x line (pinned in pyproject.toml) and listed in :data:`NATS_PY_CONTRACT`, which a test checks so that a
 nats-py release that breaks one fails loudly in CI rather than deep in the IO thread:
 
+* ``_ps``: the protocol parser is ours (``_parser.py``): it parses by index instead of by regular expression
+  and calls our subscriptions' handlers directly; nats-py's ``_process_*`` methods get everything else.
 * ``_process_msg``: messages for our subscriptions go straight to a synchronous handler on the IO thread,
   skipping nats-py's per-subscription asyncio queue and task (most of its per-message cost).
 * ``_pending`` / ``_flush_queue`` / the transport's writer: the outbound queue appends a whole burst of encoded
@@ -29,8 +32,10 @@ import nats.aio.subscription
 import nats.aio.transport
 import nats.errors
 import nats.nuid
+import nats.protocol.parser
 
 from .. import errors
+from ._parser import ProtocolParser
 
 __all__ = [
     "NATS_PY_CONTRACT",
@@ -61,7 +66,7 @@ Nuid = nats.nuid.NUID
 class ContractMember:
     """One nats-py member we rely on: where it lives, what kind it is, and the parameters we pass to it."""
 
-    owner: Literal["Client", "Subscription", "TcpTransport"]
+    owner: Literal["Client", "Subscription", "TcpTransport", "Parser"]
     name: str
     kind: Literal["method", "property", "instance"]  # instance: an attribute set by __init__
     params: tuple[str, ...] = ()
@@ -104,6 +109,13 @@ NATS_PY_CONTRACT: tuple[ContractMember, ...] = (
     ContractMember("Client", "is_closed", "property"),
     ContractMember("Client", "connected_url", "property"),
     ContractMember("Client", "_process_msg", "method", ("sid", "subject", "reply", "data", "headers")),
+    ContractMember("Client", "_process_err", "method", ("err_msg",)),
+    ContractMember("Client", "_process_info", "method", ("info",)),
+    ContractMember("Client", "_process_ping", "method"),
+    ContractMember("Client", "_process_pong", "method"),
+    ContractMember("Client", "_ps", "instance"),
+    ContractMember("Parser", "reset", "method"),
+    ContractMember("Parser", "parse", "method", ("data",)),
     ContractMember("Client", "_connect_command", "method"),
     ContractMember("Client", "stats", "instance"),
     ContractMember("Client", "options", "instance"),
@@ -125,7 +137,9 @@ def _owners() -> dict[str, tuple[type, Callable[[], object]]]:
     client_cls = nats.aio.client.Client
     sub_cls = nats.aio.subscription.Subscription
     transport_cls = nats.aio.transport.TcpTransport
+    parser_cls = nats.protocol.parser.Parser
     return {
+        "Parser": (parser_cls, parser_cls),
         "Client": (client_cls, client_cls),
         "Subscription": (sub_cls, lambda: sub_cls(client_cls(), 1, "contract.check")),
         "TcpTransport": (transport_cls, transport_cls),
@@ -173,6 +187,7 @@ class NatsConnection(nats.aio.client.Client):
     def __init__(self) -> None:
         super().__init__()
         self.fast_handlers: dict[int, Handler] = {}
+        self._ps = ProtocolParser(self)
 
     async def _process_msg(self, sid: int, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
         handler = self.fast_handlers.get(sid)

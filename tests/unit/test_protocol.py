@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 
+import pytest
+
 from jetstream_sync import _protocol as p
+from jetstream_sync import errors
 
 
 def test_pub_and_hpub_encoding():
@@ -64,3 +67,28 @@ def test_nanoseconds():
     assert p.datetime_from_nanos(1_700_000_000_123_456_789) == datetime(
         2023, 11, 14, 22, 13, 20, 123456, tzinfo=timezone.utc
     )
+
+
+def test_datetime_from_nanos_truncates_toward_the_past_like_fromtimestamp():
+    """The epoch-plus-timedelta form equals fromtimestamp(seconds) with the microseconds truncated, negative
+    times (before 1970) included."""
+    for ns in (0, 1, 999, 1000, -1, -1000, -1001, 1_763_870_000_123_456_789, -86_400_000_000_123):
+        whole, rest = divmod(ns, 1_000_000_000)
+        expected = datetime.fromtimestamp(whole, tz=timezone.utc).replace(microsecond=rest // 1000)
+        assert p.datetime_from_nanos(ns) == expected, ns
+
+
+def test_stream_position_reads_v1_and_v2_ack_subjects():
+    v1 = "$JS.ACK.KV_b.c.1.42.7.1763870000123456789.3"
+    v2 = "$JS.ACK.hub.ACCHASH.KV_b.c.1.42.7.1763870000123456789.3.rnd"
+    when = p.datetime_from_nanos(1763870000123456789)
+    assert p.stream_position(v1) == (42, when, 3)
+    assert p.stream_position(v2) == (42, when, 3)
+    assert p.ack_fields(v2) == ("hub", ["KV_b", "c", "1", "42", "7", "1763870000123456789", "3"])
+    assert p.ack_fields("$JS.ACK._.H.S.C.1.2.3.4.5")[0] is None
+
+
+@pytest.mark.parametrize("reply", ["_INBOX.x.y", "$JS.ACK.a.b.c", "$JS.ACK.KV_b.c.1.x.7.1763870000123456789.3"])
+def test_stream_position_refuses_what_is_not_an_ack_subject(reply):
+    with pytest.raises(errors.InvalidAckSubjectError):
+        p.stream_position(reply)

@@ -15,7 +15,7 @@ import asyncio
 import logging
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
@@ -384,6 +384,10 @@ class OrderedPull(ContinuousPull):
     def handed_out(self, msg: Msg) -> None:
         self.last_handed = msg
         super().handed_out(msg)
+
+    def handed_out_many(self, msgs: Sequence[Msg]) -> None:
+        self.last_handed = msgs[-1]
+        super().handed_out_many(msgs)
 
     def next_start(self, fallback: int) -> int:
         """After this pull ended: the stream sequence a successor starts from (what the user has not seen)."""

@@ -18,7 +18,7 @@ import asyncio
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import attrs
 
@@ -489,8 +489,14 @@ class ContinuousPull(_PullEngine):
     # -- the user side ----------------------------------------------------------------------------------
     def handed_out(self, msg: Msg) -> None:
         """User side: ``msg`` goes to the user now; post to the IO thread when that crosses a threshold."""
-        self.delivered += 1
-        self.delivered_bytes += msg.size
+        self._count_handed_out(1, msg.size)
+
+    def handed_out_many(self, msgs: Sequence[Msg]) -> None:
+        self._count_handed_out(len(msgs), sum(msg.size for msg in msgs))
+
+    def _count_handed_out(self, count: int, size: int) -> None:
+        self.delivered += count
+        self.delivered_bytes += size
         if self._apply_posted or self.stopped or self.draining:
             return
         opts = self.options

@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import attrs
 
@@ -345,6 +345,12 @@ class PushEngine:
         if self._fc:
             self._answer_due()
 
+    def handed_out_many(self, msgs: Sequence[Msg]) -> None:
+        self.delivered += len(msgs)
+        self.delivered_bytes += sum(msg.size for msg in msgs)
+        if self._fc:
+            self._answer_due()
+
     def report(self, exc: BaseException) -> None:
         self._report(exc)
 
@@ -520,6 +526,10 @@ class OrderedPush(PushEngine):
     def handed_out(self, msg: Msg) -> None:
         self.last_handed = msg
         super().handed_out(msg)
+
+    def handed_out_many(self, msgs: Sequence[Msg]) -> None:
+        self.last_handed = msgs[-1]
+        super().handed_out_many(msgs)
 
     def next_start(self, fallback: int) -> int:
         """After this read ended: the stream sequence a successor starts from (what the user has not seen)."""

@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
 from types import TracebackType
 from typing import Protocol
@@ -22,7 +22,7 @@ import attrs
 
 from ... import errors
 from ..._runtime import BufferFinished
-from ..._validate import check_timeout
+from ..._validate import check_int, check_timeout
 from ...message import Msg
 
 __all__ = [
@@ -110,6 +110,9 @@ class DeliverySource(Protocol):
 
     def handed_out(self, msg: Msg) -> None:
         """The reader hands ``msg`` to the user now: it counts as processed for flow control."""
+
+    def handed_out_many(self, msgs: Sequence[Msg]) -> None:
+        """As :meth:`handed_out` for a whole list at once (the last one is the newest); not empty."""
 
     def report(self, exc: BaseException) -> None:
         """Hand an asynchronous error to the user's error handler (or the log)."""
@@ -200,6 +203,32 @@ class MessagesIterator:
                 yield self._next(None)
             except errors.IteratorClosedError:
                 return
+
+    def batches(self, limit: int = _TAKE) -> Iterator[list[Msg]]:
+        """The messages as lists of what is buffered at the moment (at most ``limit`` each, never empty),
+        ending as iteration does. For readers that handle messages in bulk: one lock and one flow-control
+        update per list instead of per message. A list counts as handed out when it is yielded."""
+        check_int("limit", limit, minimum=1)
+        return self._batches(limit)
+
+    def _batches(self, limit: int) -> Iterator[list[Msg]]:
+        source = self._source
+        while True:
+            with self._lock:
+                if source.halted:
+                    self._taken.clear()
+                if self._taken:
+                    batch = list(self._taken)
+                    self._taken.clear()
+                else:
+                    try:
+                        batch = source.take_many(limit, None)
+                    except BufferFinished:
+                        return
+                    if source.halted:
+                        return
+                source.handed_out_many(batch)
+            yield batch
 
     def next(self, timeout: float | timedelta | None = None) -> Msg:
         """The next message within ``timeout`` seconds (None: wait until one comes); TimeoutError otherwise.

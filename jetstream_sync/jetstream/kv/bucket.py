@@ -15,7 +15,7 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
 from ... import errors
-from ..._protocol import datetime_from_nanos
+from ..._protocol import datetime_from_nanos, stream_position
 from ..._validate import check_payload, to_seconds
 from ...message import Msg
 from ...models import DeliverPolicy, StoredMsg, StreamInfo
@@ -36,6 +36,9 @@ _DELETE_HEADERS = {OPERATION_HEADER: KeyValueOp.DELETE.value}
 _PURGE_HEADERS = {OPERATION_HEADER: KeyValueOp.PURGE.value, "Nats-Rollup": "sub"}
 #: purge_deletes keeps markers younger than this by default (as nats.go), so watchers still see them
 DEFAULT_PURGE_DELETES_OLDER_THAN = 30 * 60.0
+
+# Messages per pull for headers-only listings (keys, purge_deletes): a header block is ~100 bytes.
+_HEADERS_ONLY_WINDOW = 10_000
 
 
 class KeyValue:
@@ -270,9 +273,11 @@ class KeyValue:
         """
         subjects = self._filter_subjects(filters)
         cut = len(self.prefix)
-        for msg in self._messages(subjects, DeliverPolicy.LAST_PER_SUBJECT, headers_only=True):
-            if operation_of_raw(msg.raw_headers) is KeyValueOp.PUT:
-                yield msg.subject[cut:]
+        put = KeyValueOp.PUT
+        for batch in self._batches(subjects, DeliverPolicy.LAST_PER_SUBJECT, headers_only=True):
+            for msg in batch:
+                if operation_of_raw(msg.raw_headers) is put:
+                    yield msg.subject[cut:]
 
     def history(self, key: str) -> list[KeyValueEntry]:
         """Every stored value and marker of ``key``, oldest first; KeyNotFoundError when it has none."""
@@ -328,21 +333,26 @@ class KeyValue:
         # The server refuses overlapping filters (10138): a filter another one covers adds nothing, drop it.
         return [self.prefix + f for f in checked if not any(o != f and _covers(o, f) for o in checked)]
 
-    def _messages(self, subjects: list[str], policy: DeliverPolicy, *, headers_only: bool) -> Iterator[Msg]:
-        """The matching messages as of now, through an ordered consumer that ends when caught up."""
+    def _batches(self, subjects: list[str], policy: DeliverPolicy, *, headers_only: bool) -> Iterator[list[Msg]]:
+        """The matching messages as of now, a buffered batch at a time, through an ordered consumer that ends
+        when caught up. Headers-only reads pull 10,000 messages at a time (a few MiB at most: no values),
+        a twentieth of the round trips of the default."""
         consumer = self.ordered_consumer(subjects, policy, headers_only=headers_only)
         try:
             if consumer.cached_info.num_pending == 0:
                 return
-            with consumer.messages(until_drained=True) as it:
-                yield from it
+            window = _HEADERS_ONLY_WINDOW if headers_only else None
+            with consumer.messages(until_drained=True, max_messages=window) as it:
+                yield from it.batches()
         finally:
             consumer.close()
 
     def _scan(self, subjects: list[str], policy: DeliverPolicy, *, headers_only: bool) -> Iterator[KeyValueEntry]:
         cut = len(self.prefix)
-        for msg in self._messages(subjects, policy, headers_only=headers_only):
-            yield self.entry_of(msg, cut)
+        entry_of = self.entry_of
+        for batch in self._batches(subjects, policy, headers_only=headers_only):
+            for msg in batch:
+                yield entry_of(msg, cut)
 
     def ordered_consumer(
         self,
@@ -366,14 +376,14 @@ class KeyValue:
 
     def entry_of(self, msg: Msg, cut: int | None = None) -> KeyValueEntry:
         """The entry a consumed message of this bucket stands for."""
-        metadata = msg.metadata
+        revision, created, delta = stream_position(msg.reply)
         return KeyValueEntry(
             bucket=self.bucket,
             key=msg.subject[len(self.prefix) if cut is None else cut :],
             value=msg.data,
-            revision=metadata.sequence.stream,
-            created=metadata.timestamp,
-            delta=metadata.num_pending,
+            revision=revision,
+            created=created,
+            delta=delta,
             operation=operation_of_raw(msg.raw_headers),
         )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import jetstream_sync
-from jetstream_sync import ConsumeOptions, ConsumerConfig, FetchOptions, StreamConfig, errors
+from jetstream_sync import AckPolicy, ConsumeOptions, ConsumerConfig, FetchOptions, StreamConfig, errors
 from jetstream_sync.jetstream.consumers._pull import PullTarget
 from tests.helpers import wait_until
 
@@ -74,3 +74,83 @@ def test_fetch_ends_with_missed_heartbeat_when_the_server_goes_quiet(fault_proxy
             list(batch)
         assert isinstance(batch.error, errors.MissedHeartbeatError)
         fault_proxy.resume()
+
+
+def publish_many(js, subject: str, count: int) -> None:
+    for i in range(count):
+        js.publish_async(subject, b"%d" % i)
+    js.publish_async_complete()
+
+
+def read_batches(it, expect: int) -> list[list[bytes]]:
+    batches: list[list[bytes]] = []
+    for batch in it.batches(limit=64):
+        assert 1 <= len(batch) <= 64
+        batches.append([msg.data for msg in batch])
+        if sum(map(len, batches)) >= expect:
+            break
+    return batches
+
+
+def test_batches_keep_a_pull_consumer_flowing(js, stream, cons):
+    """A list counts as handed out when yielded: with 20-message pulls, 1000 messages need ~50 re-pulls, which
+    only come if the batch accounting reaches the pull engine."""
+    publish_many(js, f"{stream.name}.a", 1000)
+    with cons.messages(max_messages=20) as it:
+        batches = read_batches(it, 1000)
+        stats = it.stats()
+    assert [d for batch in batches for d in batch] == [b"%d" % i for i in range(1000)]
+    assert stats.messages_delivered == 1000
+    assert stats.pulls_sent >= 50
+
+
+def test_batches_on_an_ordered_consumer_and_until_drained(js, stream):
+    publish_many(js, f"{stream.name}.a", 500)
+    consumer = js.ordered_consumer(stream.name)
+    with consumer.messages(until_drained=True, max_messages=30) as it:
+        got = [d for batch in it.batches() for d in (m.data for m in batch)]
+    assert got == [b"%d" % i for i in range(500)]
+
+
+def test_batches_answer_push_flow_control(js, stream, name):
+    """Push flow control is answered as batches are handed out: 3000 messages of 1 KiB, the server waiting
+    for each flow-control reply before it sends more."""
+    config = ConsumerConfig(
+        durable_name="p",
+        deliver_subject=f"_deliver.{name}",
+        flow_control=True,
+        idle_heartbeat=1.0,
+        ack_policy=AckPolicy.NONE,
+    )
+    push = stream.create_or_update_push_consumer(config)
+    for _ in range(3000):
+        js.publish_async(f"{stream.name}.a", b"x" * 1024)
+    js.publish_async_complete()
+    with push.messages() as it:
+        batches = read_batches(it, 3000)
+        assert it.stats().flow_control_answered > 0
+    assert sum(map(len, batches)) == 3000
+
+
+def test_batches_and_next_share_the_buffer_without_loss(js, stream, cons):
+    publish_many(js, f"{stream.name}.a", 300)
+    with cons.messages(max_messages=50) as it:
+        first = [it.next(5).data for _ in range(3)]
+        rest = read_batches(it, 297)
+    assert first + [d for batch in rest for d in batch] == [b"%d" % i for i in range(300)]
+
+
+def test_batches_end_after_stop(js, stream, cons):
+    publish_many(js, f"{stream.name}.a", 100)
+    with cons.messages(max_messages=10) as it:
+        batches = it.batches()
+        assert next(batches)
+        it.stop()
+        assert list(batches) == []
+
+
+@pytest.mark.parametrize(("limit", "error"), [(0, errors.InvalidArgumentError), ("5", errors.InvalidTypeError)])
+def test_batches_limit_is_checked_when_called(cons, limit, error):
+    with cons.messages() as it, pytest.raises(error) as info:
+        it.batches(limit=limit)
+    assert info.value.field == "limit"

@@ -1,0 +1,157 @@
+"""Our protocol parser hands on exactly what nats-py's does, however the bytes are split across reads.
+
+Each case feeds the same wire bytes to ProtocolParser and to nats-py's Parser (the reference) and compares
+what reached the connection, in order: messages (subject, sid, reply, payload, headers), PINGs, PONGs, -ERR
+texts and INFO. Messages for a subscription with a fast handler reach the handler instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import nats.errors
+import nats.protocol.parser
+import pytest
+
+from jetstream_sync._runtime._parser import ProtocolParser
+
+
+class Recorder:
+    """Stands in for the connection: records what the parser dispatches (no server involved)."""
+
+    def __init__(self, fast_sids: tuple[int, ...] = ()) -> None:
+        self.events: list[tuple[Any, ...]] = []
+        self.stats = {"in_msgs": 0, "in_bytes": 0}
+        self.fast_handlers = {sid: self._fast(sid) for sid in fast_sids}
+        self.parser: Any = None
+
+    def _fast(self, sid: int):
+        def handler(subject: bytes, reply: bytes, payload: bytes, headers: bytes | None) -> None:
+            self.events.append(("msg", bytes(subject), sid, bytes(reply), bytes(payload), headers and bytes(headers)))
+
+        return handler
+
+    async def _process_msg(self, sid, subject, reply, data, headers):
+        self.events.append(("msg", bytes(subject), sid, bytes(reply), bytes(data), headers and bytes(headers)))
+
+    async def _process_ping(self):
+        self.events.append(("ping",))
+
+    async def _process_pong(self):
+        self.events.append(("pong",))
+
+    async def _process_err(self, err_msg):
+        self.events.append(("err", err_msg))
+
+    async def _process_info(self, info):
+        self.events.append(("info", info))
+
+
+def feed(parser_cls, wire: bytes, cuts: list[int], fast_sids: tuple[int, ...] = ()) -> list[tuple[Any, ...]]:
+    nc = Recorder(fast_sids)
+    parser = parser_cls(nc)
+
+    async def run() -> None:
+        start = 0
+        for cut in [*cuts, len(wire)]:
+            await parser.parse(wire[start:cut])
+            start = cut
+
+    asyncio.run(run())
+    return nc.events
+
+
+WIRE = (
+    b'INFO {"server_id":"x","max_payload":1048576}\r\n'
+    b"MSG a.b 1 5\r\nhello\r\n"
+    b"MSG a.b 2 _INBOX.x 0\r\n\r\n"
+    b"PING\r\n"
+    b"HMSG $KV.b.k 3 $JS.ACK.KV_b.c.1.2.3.4.0 18 23\r\nNATS/1.0\r\nA: b\r\n\r\nvalue\r\n"
+    b"HMSG h 1 12 12\r\nNATS/1.0\r\n\r\n\r\n"
+    b"+OK\r\n"
+    b"PONG\r\n"
+    b"MSG bin 2 6\r\n\r\nMSG \r\n"  # a payload that looks like protocol
+    b"-ERR 'Permissions Violation for Subscription to \"x\"'\r\n"
+    b"HMSG s 1 r 16 16\r\nNATS/1.0 100\r\n\r\n\r\n"
+)
+
+
+def test_whole_stream_matches_nats_py():
+    expected = feed(nats.protocol.parser.Parser, WIRE, [])
+    assert len(expected) == 10  # +OK dispatches nothing
+    assert feed(ProtocolParser, WIRE, []) == expected
+
+
+def test_every_split_point_matches_nats_py():
+    expected = feed(nats.protocol.parser.Parser, WIRE, [])
+    for cut in range(1, len(WIRE)):
+        assert feed(ProtocolParser, WIRE, [cut]) == expected, f"split at {cut}"
+
+
+def test_one_byte_per_read_matches_nats_py():
+    expected = feed(nats.protocol.parser.Parser, WIRE, [])
+    assert feed(ProtocolParser, WIRE, list(range(1, len(WIRE)))) == expected
+
+
+def test_fast_handlers_get_their_messages_and_stats_count_them():
+    nc = Recorder(fast_sids=(1,))
+    parser = ProtocolParser(nc)
+    asyncio.run(parser.parse(b"MSG a 1 3\r\nabc\r\nMSG b 2 2\r\nde\r\n"))
+    assert nc.events == [("msg", b"a", 1, b"", b"abc", None), ("msg", b"b", 2, b"", b"de", None)]
+    assert nc.stats == {"in_msgs": 1, "in_bytes": 3}  # nats-py counts its own subscriptions' messages
+
+
+def test_a_large_message_over_many_reads_is_joined_once():
+    payload = bytes(range(256)) * 4096  # 1 MiB
+    wire = b"MSG big 1 %d\r\n" % len(payload) + payload + b"\r\nPING\r\n"
+    cuts = list(range(10, len(wire), 32768))
+    assert feed(ProtocolParser, wire, cuts) == [("msg", b"big", 1, b"", payload, None), ("ping",)]
+
+
+def test_a_handler_that_raises_loses_only_its_message(caplog):
+    nc = Recorder()
+
+    def broken(subject, reply, payload, headers):
+        raise RuntimeError("boom")
+
+    nc.fast_handlers[1] = broken
+    asyncio.run(ProtocolParser(nc).parse(b"MSG a 1 1\r\nx\r\nPING\r\n"))
+    assert nc.events == [("ping",)]
+    assert "a message handler raised" in caplog.text
+
+
+def test_a_reset_during_dispatch_drops_the_old_connections_bytes():
+    """A -ERR that makes nats-py reconnect resets the parser: what followed on the old socket is not parsed,
+    and nothing of it leaks into the next connection's parse."""
+    nc = Recorder()
+    parser = ProtocolParser(nc)
+
+    async def err_then_reset(err_msg):
+        nc.events.append(("err", err_msg))
+        parser.reset()
+
+    nc._process_err = err_then_reset  # type: ignore[method-assign]
+
+    async def run() -> None:
+        await parser.parse(b"-ERR 'Stale Connection'\r\nMSG a 1 10\r\nabc")
+        await parser.parse(b"PONG\r\n")
+
+    asyncio.run(run())
+    assert nc.events == [("err", "'stale connection'"), ("pong",)]
+
+
+@pytest.mark.parametrize(
+    "wire",
+    [
+        b"BOGUS\r\n",
+        b"MSG a x 3\r\nabc\r\n",  # sid not a number
+        b"MSG a 1\r\n",  # no size
+        b"HMSG a 1 5 3\r\nabc\r\n",  # header block larger than the message
+        b"MSGX a 1 3\r\nabc\r\n",
+        b"INFO {not json\r\n",
+    ],
+)
+def test_garbage_is_a_protocol_error(wire):
+    with pytest.raises(nats.errors.ProtocolError):
+        feed(ProtocolParser, wire, [])
