@@ -7,6 +7,7 @@ the subjects their streams capture, as every other client does.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, cast
 
@@ -17,12 +18,53 @@ from ..models import StreamConfig, StreamInfo
 if TYPE_CHECKING:
     from .context import JetStream
 
-__all__ = ["as_jetstream", "bucket_names", "bucket_stream_info", "create_bucket_stream", "update_bucket_stream"]
+__all__ = [
+    "as_jetstream",
+    "bucket_gone",
+    "bucket_names",
+    "bucket_stream_info",
+    "create_bucket_stream",
+    "read_failure",
+    "stream_as_bucket",
+    "update_bucket_stream",
+]
 
 
 def as_jetstream(manager: object) -> JetStream:
     """The JetStream context a store manager mixin is part of (mypy cannot see the mixin's final class)."""
     return cast("JetStream", manager)
+
+
+def bucket_gone(bucket: str, exc: errors.StreamNotFoundError, state: str = "was deleted") -> errors.BucketNotFoundError:
+    """The BucketNotFoundError a missing stream of ``bucket`` stands for (already one: as is)."""
+    if isinstance(exc, errors.BucketNotFoundError):
+        return exc
+    gone = errors.BucketNotFoundError(exc.code, exc.err_code, f"bucket {bucket!r} {state}")
+    gone.__cause__ = exc
+    return gone
+
+
+def read_failure(bucket: str, exc: errors.OrderedConsumerResetError) -> errors.JetStreamError:
+    """What a walk or watcher of ``bucket`` raises when its ordered consumer ended: BucketNotFoundError when
+    the stream was deleted (the end's cause), else the error itself."""
+    cause = exc.__cause__
+    return bucket_gone(bucket, cause) if isinstance(cause, errors.StreamNotFoundError) else exc
+
+
+@contextlib.contextmanager
+def stream_as_bucket(bucket: str) -> Iterator[None]:
+    """Around a read of ``bucket``: its stream going missing is the bucket being deleted."""
+    try:
+        yield
+    except errors.BucketNotFoundError:
+        raise
+    except errors.StreamNotFoundError as exc:
+        raise bucket_gone(bucket, exc, "not found") from exc
+    except errors.OrderedConsumerResetError as exc:
+        failure = read_failure(bucket, exc)
+        if failure is exc:
+            raise
+        raise failure from exc
 
 
 def bucket_stream_info(js: JetStream, prefix: str, bucket: str) -> StreamInfo:

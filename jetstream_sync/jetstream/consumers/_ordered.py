@@ -32,7 +32,16 @@ from .options import OrderedConsumerConfig, PullPlan
 if TYPE_CHECKING:
     from ..api import JetStreamAPI
 
-__all__ = ["RESET_BACKOFF_MAX", "ConsumerChain", "OrderedBatch", "OrderedPull", "Relinking", "relink"]
+__all__ = [
+    "CATCH_UP_CHECK",
+    "RESET_BACKOFF_MAX",
+    "CatchUpProbe",
+    "ConsumerChain",
+    "OrderedBatch",
+    "OrderedPull",
+    "Relinking",
+    "relink",
+]
 
 log = logging.getLogger("jetstream_sync")
 
@@ -124,6 +133,13 @@ class ConsumerChain:
         suffix, body = self._request(start_seq, deliver_subject, heartbeat)
         return self._adopt(await self.api.request_io(suffix, body))
 
+    async def info_io(self) -> ConsumerInfo | None:
+        """IO thread: the live link's info now (None between a reset and the next link)."""
+        name = self.current
+        if name is None:
+            return None
+        return ConsumerInfo.from_json(await self.api.request_io(f"CONSUMER.INFO.{self.stream}.{name}"))
+
     def delete_current_soon(self) -> None:
         """Any thread: delete the live link without waiting (it also goes by itself after inactive_threshold)."""
         name, self.current = self.current, None
@@ -172,7 +188,9 @@ async def relink(
     """IO thread: create the engine's next link, retrying with back-off (0.25 s doubling to 2 s).
 
     Each failure is reported; after ``max_reset_attempts`` failures in a row the engine ends with
-    OrderedConsumerResetError (its cause the last failure). ``undo`` cleans up after a failed attempt.
+    OrderedConsumerResetError (its cause the last failure). A deleted stream ends it so at once, whatever
+    ``max_reset_attempts``: no link can be made on it again, and a stream made anew under the same name is
+    another stream, whose sequences continue nothing. ``undo`` cleans up after a failed attempt.
     """
     delay = RESET_BACKOFF_FIRST
     attempts = 0
@@ -187,11 +205,16 @@ async def relink(
             attempts += 1
             engine.reset_failures += 1
             limit = engine.chain.max_attempts
-            if limit is not None and attempts >= limit:
+            if isinstance(exc, errors.StreamNotFoundError):
+                failure = errors.OrderedConsumerResetError(f"{engine.label}: the stream was deleted ({exc})")
+            elif limit is not None and attempts >= limit:
                 failure = errors.OrderedConsumerResetError(
                     f"{engine.label}: could not recreate its consumer in {attempts} attempt(s) "
                     f"(max_reset_attempts={limit}); last error: {exc}"
                 )
+            else:
+                failure = None
+            if failure is not None:
                 failure.__cause__ = exc
                 engine.resetting = False
                 engine.report(failure)
@@ -204,6 +227,82 @@ async def relink(
         else:
             engine._adopt_link(info)
             return
+
+
+#: how long an ordered read that has not caught up stays silent before it asks the server what is left
+CATCH_UP_CHECK = 1.0
+
+
+class CatchUpProbe:
+    """Notices that an ordered read caught up when the message that would say so never comes.
+
+    A read learns it caught up from a delivered message's pending count (0), or from the link's info when it
+    is made. When the last pending messages vanish before they are delivered (aged out by a TTL, purged,
+    deleted), no such message comes: a snapshot (``until_drained``, a KV listing) would wait forever, and a
+    watcher would never report its initial values done. So while the server owes the read messages and has
+    been silent for :data:`CATCH_UP_CHECK`, the watchdog asks the IO thread to fetch the live link's info:
+    nothing pending, and every message the link delivered received, means caught up. The consumer sequence
+    (not the stream sequence, which moves past purged messages) is what tells "received" exactly. An answer
+    that the link or its stream is gone starts a reset at once, instead of after two missed heartbeats.
+    """
+
+    def __init__(self, engine: OrderedPull) -> None:
+        self._engine = engine
+        self._posted = False  # watchdog sets it, the IO thread clears it: one question in flight
+        self._stopped = False
+        self._asked_at = 0.0  # the monotonic time of the last answer (the next question waits for silence again)
+        self.probes = 0
+
+    def start(self) -> None:
+        self._engine.runtime.watch(self._check)
+
+    def stop(self) -> None:
+        """Any thread."""
+        self._stopped = True
+        self._engine.runtime.unwatch(self._check)
+
+    def _check(self, now: float) -> None:
+        """Watchdog thread: only reads, then posts the question to the IO thread."""
+        engine = self._engine
+        if self._stopped or self._posted or engine.caught_up or not engine._owes_us():
+            return
+        if now - max(engine.heartbeat.last_activity, self._asked_at) < CATCH_UP_CHECK:
+            return
+        self._posted = True
+        engine.runtime.post_if_open(self._ask)
+
+    def _ask(self) -> None:
+        """IO thread."""
+        if self._stopped or self._engine.caught_up:
+            self._posted = False
+            return
+        self._engine.runtime.spawn(self._probe())
+
+    async def _probe(self) -> None:
+        engine = self._engine
+        self.probes += 1
+        try:
+            info = await engine.chain.info_io()
+        except (errors.ConsumerNotFoundError, errors.StreamNotFoundError) as exc:
+            # the link is gone (deleted, or its stream with it): no heartbeat will come to say so sooner
+            if not (self._stopped or engine.resetting):
+                engine._reset(f"its consumer is gone ({exc})", "consumer deleted")
+            return
+        except errors.JetStreamError as exc:
+            log.debug("ordered %s: cannot ask whether anything is left now: %s", engine.label, exc)
+            return
+        finally:
+            self._asked_at = time.monotonic()
+            self._posted = False
+        if info is None or self._stopped or engine.resetting or engine.caught_up:
+            return
+        if (
+            info.name == engine.chain.current
+            and info.num_pending == 0
+            and info.delivered.consumer_seq <= engine.consumer_seq
+        ):
+            log.debug("ordered %s: what was pending vanished before delivery; caught up", engine.label)
+            engine.reached_the_end()
 
 
 class OrderedPull(ContinuousPull):
@@ -244,6 +343,9 @@ class OrderedPull(ContinuousPull):
         # entry written after that point, superseded ones included).
         self.snapshot = chain.config.deliver_policy is DeliverPolicy.LAST_PER_SUBJECT
         self.skip_through = 0
+        # Caught up once: nothing was pending past what was received (written on the IO thread, read anywhere).
+        self.caught_up = False
+        self.catch_up = CatchUpProbe(self)
         # user side only
         self.last_handed: Msg | None = None
 
@@ -262,6 +364,8 @@ class OrderedPull(ContinuousPull):
                 self._shutdown()
                 raise
         self._use(info)
+        if not self.caught_up:
+            self.catch_up.start()
 
     def _caught_up(self) -> None:
         """IO thread (until_drained): nothing is pending past what was received; end after the buffer."""
@@ -282,15 +386,28 @@ class OrderedPull(ContinuousPull):
         self._consumer_b = target.consumer.encode()
         self.consumer_seq = 0
         if info.num_pending == 0:
-            self.snapshot = False
+            self._now_caught_up()
         if self.until_drained and info.num_pending == 0:
             self.target = target
             self._caught_up()
             return
         self.retarget(target)
 
+    def _now_caught_up(self) -> None:
+        """IO thread: nothing is pending past what was received (the first time)."""
+        self.caught_up = True
+        self.snapshot = False
+        self.catch_up.stop()
+
+    def reached_the_end(self) -> None:
+        """IO thread: the catch-up probe found nothing left that will ever be delivered."""
+        self._now_caught_up()
+        if self.until_drained and not self.draining:
+            self._caught_up()
+
     def _shutdown(self) -> None:
         super()._shutdown()
+        self.catch_up.stop()
         self.chain.delete_current_soon()
 
     # -- messages (IO thread) ---------------------------------------------------------------------------
@@ -308,8 +425,8 @@ class OrderedPull(ContinuousPull):
             self._reset(f"gap (consumer sequence {position.consumer_seq}, expected {self.consumer_seq + 1})", "gap")
             return
         self.consumer_seq = position.consumer_seq
-        if position.num_pending == 0:
-            self.snapshot = False
+        if position.num_pending == 0 and not self.caught_up:
+            self._now_caught_up()
         if position.stream_seq <= self.skip_through:  # a recreated snapshot repeats what was received
             self.pending_msgs = max(0, self.pending_msgs - 1)
             if self.until_drained and position.num_pending == 0:

@@ -80,6 +80,14 @@ class OrderedConsumer(FetchCalls):
             return pull.next_start(0) - 1
         return self._cursor.stream_seq
 
+    @property
+    def caught_up(self) -> bool:
+        """True once the running continuous read (messages/consume) had nothing pending past what it
+        received: from a delivered message's pending count, or, when the last pending messages vanished
+        before delivery (a TTL, a purge), from the server-side consumer's info after a second of silence."""
+        pull = self._pull
+        return pull is not None and pull.caught_up
+
     def info(self) -> ConsumerInfo:
         """The live server-side consumer's info (ConsumerNotFoundError between a reset and the next read)."""
         name = self._chain.current

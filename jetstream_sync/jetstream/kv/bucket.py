@@ -20,6 +20,7 @@ from ..._validate import check_payload, to_seconds
 from ...message import Msg
 from ...models import DeliverPolicy, StoredMsg, StreamInfo
 from ...models.kv import KV_STREAM_PREFIX, KeyValueEntry, KeyValueOp, KeyValueStatus
+from .._bucket import stream_as_bucket
 from ..consumers import OrderedConsumer, OrderedConsumerConfig
 from ..direct import direct_get_last_raw
 from ..publish import PublishOptions
@@ -342,7 +343,7 @@ class KeyValue:
             if consumer.cached_info.num_pending == 0:
                 return
             window = _HEADERS_ONLY_WINDOW if headers_only else None
-            with consumer.messages(until_drained=True, max_messages=window) as it:
+            with stream_as_bucket(self.bucket), consumer.messages(until_drained=True, max_messages=window) as it:
                 yield from it.batches()
         finally:
             consumer.close()

@@ -22,7 +22,9 @@ from ... import errors
 from ..._validate import check_timeout
 from ...models import DeliverPolicy
 from ...models.kv import KeyValueEntry, KeyValueOp
+from .._bucket import stream_as_bucket
 from ..consumers import MessagesIterator, OrderedConsumer
+from ..consumers._ordered import CATCH_UP_CHECK
 
 if TYPE_CHECKING:
     from .bucket import KeyValue
@@ -99,7 +101,6 @@ class KeyWatcher:
         # Nothing to wait for: updates only, or nothing matched when the consumer was made.
         self._initial_done = options.updates_only or self._consumer.cached_info.num_pending == 0
         self._marker_due = not options.updates_only and self._initial_done
-        self._gone: errors.BucketNotFoundError | None = None
         try:
             self._messages: MessagesIterator = self._consumer.messages(error_handler=self._on_error)
         except BaseException:
@@ -132,19 +133,11 @@ class KeyWatcher:
         return self._next(None if timeout is None else check_timeout(timeout, 0.0))
 
     def _on_error(self, exc: BaseException) -> None:
-        """Watchdog thread: the consumer could not be recreated. A missing stream is a deleted bucket, which no
-        retry brings back: end the watch so the reader learns it (BucketNotFoundError) instead of waiting on."""
-        if isinstance(exc, errors.StreamNotFoundError):
-            self._gone = errors.BucketNotFoundError(exc.code, exc.err_code, f"bucket {self.bucket!r} was deleted")
-            self._gone.__cause__ = exc
-            self._messages.stop()
-            self._consumer.close()
-        else:
-            log.debug("watcher on bucket %r: %s", self.bucket, exc)
+        """Watchdog thread: recreating the consumer failed (it retries; a deleted bucket ends the watch, and
+        the next read raises BucketNotFoundError)."""
+        log.debug("watcher on bucket %r: %s", self.bucket, exc)
 
     def _next(self, timeout: float | None) -> KeyValueEntry | None:
-        if self._gone is not None:
-            raise self._gone
         if self._marker_due:
             self._marker_due = False
             return None
@@ -153,12 +146,20 @@ class KeyWatcher:
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 raise errors.TimeoutError(f"no change in bucket {self.bucket!r} within the timeout")
+            if not self._initial_done:
+                # while the initial values come, wake up now and then: the last of them may vanish before
+                # delivery (a TTL, a purge), and then only the consumer can tell they are done
+                left = CATCH_UP_CHECK / 2 if left is None else min(left, CATCH_UP_CHECK / 2)
             try:
-                msg = self._messages.next(left)
-            except errors.IteratorClosedError:
-                if self._gone is not None:
-                    raise self._gone from None
-                raise
+                with stream_as_bucket(self.bucket):
+                    msg = self._messages.next(left)
+            except errors.TimeoutError:
+                if not self._initial_done and self._consumer.caught_up:
+                    self._initial_done = True
+                    return None
+                if deadline is None or time.monotonic() < deadline:
+                    continue
+                raise errors.TimeoutError(f"no change in bucket {self.bucket!r} within the timeout") from None
             entry = self._kv.entry_of(msg, self._cut)
             if not self._initial_done and entry.delta == 0:
                 self._initial_done = True

@@ -22,6 +22,7 @@ import attrs
 
 from ... import errors
 from ...models.object_store import ObjectInfo
+from .._bucket import stream_as_bucket
 from ..streams import Stream
 from ._meta import ROLLUP_HEADERS, decode_info, encode_info, meta_subject
 
@@ -150,13 +151,9 @@ class MetaRecords:
 
     @contextlib.contextmanager
     def bucket_errors(self) -> Iterator[None]:
-        """A missing stream is a missing bucket."""
-        try:
+        """A missing stream is a missing bucket (also when a walk's ordered consumer ended because of it)."""
+        with stream_as_bucket(self.bucket):
             yield
-        except errors.BucketNotFoundError:
-            raise
-        except errors.StreamNotFoundError as exc:
-            raise errors.BucketNotFoundError(exc.code, exc.err_code, f"bucket {self.bucket!r} not found") from exc
 
     @contextlib.contextmanager
     def write_errors(self) -> Iterator[None]:

@@ -9,8 +9,9 @@ reconnects in the middle of a read without a gap or a repeat.
 The SHA-256 is computed as the data is handed out and checked against the metadata's digest at the end:
 :class:`~jetstream_sync.errors.DigestMismatchError` is raised by the read that reaches the end, and by every
 read after it (an error at the end is not forgotten by reading again). A reader that waits for a chunk asks
-every second whether the object was replaced or deleted meanwhile, and whether chunks vanished before they
-were delivered (``_walk.py``), and says so at once instead of waiting out its timeout.
+every second whether the object was replaced or deleted meanwhile, and says so at once instead of waiting out
+its timeout. When chunks vanish before they are delivered, the ordered consumer notices (``CatchUpProbe``)
+and ends the read, and the digest check says what happened.
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ from typing import TYPE_CHECKING
 
 from ... import errors
 from ...models.object_store import ObjectInfo
+from .._bucket import stream_as_bucket
 from ..consumers import MessagesIterator, OrderedConsumer
 from ._meta import digest_matches
-from ._walk import IDLE_CHECK, DrainCheck
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
@@ -38,6 +39,9 @@ log = logging.getLogger("jetstream_sync")
 
 #: chunks asked for per pull; at most this many (and the one being read) are held by a reader
 READ_WINDOW = 4
+
+#: how often a waiting read asks whether its object was replaced or deleted meanwhile
+REPLACED_CHECK = 1.0
 
 
 class ObjectReader(io.RawIOBase):
@@ -69,14 +73,10 @@ class ObjectReader(io.RawIOBase):
         self._error: errors.JetStreamError | None = None  # raised again by every read once the read failed
         self._consumer: OrderedConsumer | None = None
         self._messages: MessagesIterator | None = None
-        self._check: DrainCheck | None = None
-        # Set on the watchdog thread when the bucket's stream is gone; read by the reading thread.
-        self._gone: errors.BucketNotFoundError | None = None
         if self._eof:
             self._verify()  # nothing to read (an empty object has no chunks, so no consumer is made)
         else:
             self._consumer = open_consumer()
-            self._check = DrainCheck(self._consumer)
             try:
                 self._messages = self._consumer.messages(
                     until_drained=True, max_messages=READ_WINDOW, error_handler=self._on_error
@@ -165,17 +165,9 @@ class ObjectReader(io.RawIOBase):
         return b"".join(parts)
 
     def _on_error(self, exc: BaseException) -> None:
-        """Watchdog thread: the consumer could not be recreated. A missing stream is a deleted bucket: end the
-        read so the reader learns it (BucketNotFoundError) instead of waiting for chunks that are gone."""
-        if isinstance(exc, errors.StreamNotFoundError):
-            gone = errors.BucketNotFoundError(exc.code, exc.err_code, f"bucket {self.info.bucket!r} was deleted")
-            gone.__cause__ = exc
-            self._gone = gone
-            messages = self._messages
-            if messages is not None:
-                messages.stop()
-        else:
-            log.debug("object reader %s/%s: %s", self.info.bucket, self.info.name, exc)
+        """Watchdog thread: recreating the consumer failed (it retries; a deleted bucket ends the read, and
+        the next read raises BucketNotFoundError)."""
+        log.debug("object reader %s/%s: %s", self.info.bucket, self.info.name, exc)
 
     def _fill(self) -> bool:
         """Make sure a chunk is at hand; False at the end of the data (verified there)."""
@@ -204,40 +196,29 @@ class ObjectReader(io.RawIOBase):
         return True
 
     def _next_chunk(self) -> bytes | None:
-        """The next chunk's data, None at the end of the stream's chunks. Waits at most the timeout, asking
-        every :data:`IDLE_CHECK` seconds whether the object was replaced or its chunks vanished."""
-        messages, check = self._messages, self._check
-        if messages is None or check is None:
+        """The next chunk's data, None at the end of the stream's chunks (the read ends by itself when the
+        last chunks vanished before delivery: the digest check then says what happened). Waits at most the
+        timeout, asking every :data:`REPLACED_CHECK` seconds whether the object was replaced."""
+        messages = self._messages
+        if messages is None:
             return None
         deadline = time.monotonic() + self._timeout
         while True:
-            wait = min(deadline - time.monotonic(), IDLE_CHECK)
+            wait = min(deadline - time.monotonic(), REPLACED_CHECK)
             if wait <= 0:
                 raise errors.TimeoutError(
                     f"object {self.info.name!r} in bucket {self.info.bucket!r}: no chunk came within "
                     f"{self._timeout:g}s ({self._received} of {self.info.size} bytes read)"
                 )
             try:
-                msg = messages.next(wait)
+                with stream_as_bucket(self.info.bucket):
+                    msg = messages.next(wait)
             except errors.IteratorClosedError:
-                if self._gone is not None:
-                    raise self._gone from None
                 return None
             except errors.TimeoutError:
                 self._check_replaced()
-                if self._nothing_left(check):
-                    return None  # chunks vanished before they were delivered: the digest check says so
                 continue
-            check.saw(msg)
             return msg.data
-
-    def _nothing_left(self, check: DrainCheck) -> bool:
-        try:
-            return check.nothing_left()
-        except errors.StreamNotFoundError as exc:
-            raise errors.BucketNotFoundError(
-                exc.code, exc.err_code, f"bucket {self.info.bucket!r} was deleted"
-            ) from exc
 
     def _fail(self, exc: errors.JetStreamError) -> None:
         """A read failed for good: keep the error for every later read and let the consumer go. A timeout is

@@ -44,7 +44,6 @@ from ._meta import chunk_subject, decode_info, meta_subject
 from ._records import MetaRecords
 from ._source import ObjectData, chunks_of
 from ._upload import upload_chunks
-from ._walk import IDLE_CHECK, DrainCheck
 from .reader import ObjectReader
 from .watch import ObjectWatcher
 
@@ -365,22 +364,13 @@ class ObjectStore:
         try:
             if consumer.cached_info.num_pending == 0:
                 return []
-            check = DrainCheck(consumer)
             with self._records.bucket_errors(), consumer.messages(until_drained=True) as it:
-                while True:
-                    try:
-                        msg = it.next(IDLE_CHECK)
-                    except errors.IteratorClosedError:
-                        break
-                    except errors.TimeoutError:
-                        if check.nothing_left():  # what was pending vanished before it was delivered
-                            it.drain()
-                        continue
-                    check.saw(msg)
-                    info = self._info_of(msg.data, msg.metadata.timestamp)
-                    if info is not None:
-                        newest.pop(info.name, None)
-                        newest[info.name] = info
+                for batch in it.batches():
+                    for msg in batch:
+                        info = self._info_of(msg.data, msg.metadata.timestamp)
+                        if info is not None:
+                            newest.pop(info.name, None)
+                            newest[info.name] = info
         finally:
             consumer.close()
         return [info for info in newest.values() if show_deleted or not info.deleted]

@@ -3,7 +3,8 @@
 The metadata subjects are read by an ordered consumer, so a watcher survives server restarts, reconnects and
 a deleted consumer without skipping or repeating a change. As for key-value watchers (and nats.go's object
 watcher), one ``None`` marks the moment the objects that existed at the start have all been delivered; it
-comes also when the last of them vanish before delivery (aged out, purged): see ``_walk.py``.
+comes also when the last of them vanish before delivery (aged out, purged): the ordered consumer then finds
+out from the server (``CatchUpProbe``), and the watcher asks it while it waits for the initial values.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from ... import errors
 from ..._validate import check_timeout
 from ...models import DeliverPolicy
 from ...models.object_store import ObjectInfo
+from .._bucket import stream_as_bucket
 from ..consumers import MessagesIterator, OrderedConsumer
-from ._walk import IDLE_CHECK, DrainCheck
+from ..consumers._ordered import CATCH_UP_CHECK
 
 if TYPE_CHECKING:
     from .store import ObjectStore
@@ -58,8 +60,6 @@ class ObjectWatcher:
         self._consumer: OrderedConsumer = store._ordered_consumer([f"$O.{store.bucket}.M.>"], policy)
         self._initial_done = updates_only or self._consumer.cached_info.num_pending == 0
         self._marker_due = not updates_only and self._initial_done
-        self._gone: errors.BucketNotFoundError | None = None
-        self._check = DrainCheck(self._consumer)
         try:
             self._messages: MessagesIterator = self._consumer.messages(error_handler=self._on_error)
         except BaseException:
@@ -97,18 +97,11 @@ class ObjectWatcher:
         return self._initial_done
 
     def _on_error(self, exc: BaseException) -> None:
-        """Watchdog thread: the consumer could not be recreated. A missing stream is a deleted bucket, which no
-        retry brings back: end the watch so the reader learns it (BucketNotFoundError) instead of waiting on."""
-        if isinstance(exc, errors.StreamNotFoundError):
-            self._gone = errors.BucketNotFoundError(exc.code, exc.err_code, f"bucket {self.bucket!r} was deleted")
-            self._gone.__cause__ = exc
-            self.stop()
-        else:
-            log.debug("object watcher on bucket %r: %s", self.bucket, exc)
+        """Watchdog thread: recreating the consumer failed (it retries; a deleted bucket ends the watch, and
+        the next read raises BucketNotFoundError)."""
+        log.debug("object watcher on bucket %r: %s", self.bucket, exc)
 
     def _next(self, timeout: float | None) -> ObjectInfo | None:
-        if self._gone is not None:
-            raise self._gone
         if self._marker_due:
             self._marker_due = False
             return None
@@ -118,20 +111,18 @@ class ObjectWatcher:
             if left is not None and left <= 0:
                 raise errors.TimeoutError(f"no change in object store {self.bucket!r} within the timeout")
             wait = left
-            if not self._initial_done:  # silence before the initial values are in: ask now and then
-                wait = IDLE_CHECK if left is None else min(left, IDLE_CHECK)
+            if not self._initial_done:
+                # while the initial values come, wake up now and then: the last of them may vanish before
+                # delivery (a purge by a replace or delete), and then only the consumer can tell they are done
+                wait = CATCH_UP_CHECK / 2 if left is None else min(left, CATCH_UP_CHECK / 2)
             try:
-                msg = self._messages.next(wait)
-            except errors.IteratorClosedError:
-                if self._gone is not None:
-                    raise self._gone from None
-                raise
+                with stream_as_bucket(self.bucket):
+                    msg = self._messages.next(wait)
             except errors.TimeoutError:
-                if not self._initial_done and self._nothing_left():
+                if not self._initial_done and self._consumer.caught_up:
                     self._initial_done = True  # what was pending vanished before it was delivered
                     return None
                 continue
-            self._check.saw(msg)
             metadata = msg.metadata
             if not self._initial_done and metadata.num_pending == 0:
                 self._initial_done = True
@@ -143,12 +134,6 @@ class ObjectWatcher:
                     return None
                 continue
             return info
-
-    def _nothing_left(self) -> bool:
-        try:
-            return self._check.nothing_left()
-        except errors.StreamNotFoundError as exc:
-            raise errors.BucketNotFoundError(exc.code, exc.err_code, f"bucket {self.bucket!r} was deleted") from exc
 
     def stop(self) -> None:
         """End the watch now and delete its server-side consumer; iteration ends."""

@@ -215,6 +215,35 @@ def test_consume_until_drained_ends_when_caught_up(js, stream, name):
     assert ctx.stats().messages_delivered == 777
 
 
+def test_until_drained_ends_when_what_was_pending_vanishes_before_delivery(js, stream, name):
+    """The last pending messages are deleted after the first 50 were delivered (each saying more are
+    pending): no message will say "caught up", so after a second of silence the read asks the server, finds
+    nothing left and ends, where it would otherwise wait forever."""
+    publish(js, f"{name}.x", 100)
+    oc = stream.ordered_consumer()
+    with oc.messages(until_drained=True, max_messages=50, threshold_messages=0) as it:
+        first = it.next(5)
+        wait_until(lambda: it.stats().buffered == 49)  # the first pull's 50 are in; the next is not sent yet
+        for seq in range(51, 101):
+            stream.delete_msg(seq)
+        started = time.monotonic()
+        rest = list(it)
+        took = time.monotonic() - started
+    assert numbers([first, *rest]) == list(range(50))
+    assert took < 4
+    assert oc.caught_up
+
+
+def test_caught_up_from_the_last_message_without_asking(js, stream, name):
+    publish(js, f"{name}.x", 20)
+    oc = stream.ordered_consumer()
+    with oc.messages() as it:
+        read(it, 20)
+        assert oc.caught_up  # the 20th said nothing is pending
+        publish(js, f"{name}.x", 1, start=20)
+        assert numbers(read(it, 1)) == [20]
+
+
 def test_until_drained_on_an_empty_stream_ends_at_once(js, stream, name):
     oc = stream.ordered_consumer()
     started = time.monotonic()
