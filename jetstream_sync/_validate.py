@@ -103,6 +103,8 @@ def check_payload(field: str, value: object) -> bytes:
 
 def to_seconds(field: str, value: object, *, allow_zero: bool = False) -> float:
     """Seconds as float from a number or timedelta; positive and finite."""
+    if type(value) is float and 0.0 < value < math.inf:  # the common case, checked per message by readers
+        return value
     if isinstance(value, timedelta):
         seconds = value.total_seconds()
     elif isinstance(value, bool) or not isinstance(value, (int, float)):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, NoReturn, cast
 
 from .. import errors
 from .._validate import check_bucket_name
@@ -24,7 +24,7 @@ __all__ = [
     "bucket_names",
     "bucket_stream_info",
     "create_bucket_stream",
-    "read_failure",
+    "raise_for_bucket",
     "stream_as_bucket",
     "update_bucket_stream",
 ]
@@ -44,27 +44,27 @@ def bucket_gone(bucket: str, exc: errors.StreamNotFoundError, state: str = "was 
     return gone
 
 
-def read_failure(bucket: str, exc: errors.OrderedConsumerResetError) -> errors.JetStreamError:
-    """What a walk or watcher of ``bucket`` raises when its ordered consumer ended: BucketNotFoundError when
-    the stream was deleted (the end's cause), else the error itself."""
+def raise_for_bucket(bucket: str, exc: errors.JetStreamError) -> NoReturn:
+    """Raise what a read of ``bucket`` raises for ``exc``: BucketNotFoundError when the bucket's stream is
+    missing (``exc`` is StreamNotFoundError, or an ordered read that ended because of one), else ``exc``."""
+    if isinstance(exc, errors.BucketNotFoundError):
+        raise exc
+    if isinstance(exc, errors.StreamNotFoundError):
+        raise bucket_gone(bucket, exc, "not found") from exc
     cause = exc.__cause__
-    return bucket_gone(bucket, cause) if isinstance(cause, errors.StreamNotFoundError) else exc
+    if isinstance(exc, errors.OrderedConsumerResetError) and isinstance(cause, errors.StreamNotFoundError):
+        raise bucket_gone(bucket, cause) from exc
+    raise exc
 
 
 @contextlib.contextmanager
 def stream_as_bucket(bucket: str) -> Iterator[None]:
-    """Around a read of ``bucket``: its stream going missing is the bucket being deleted."""
+    """Around a read of ``bucket`` (not per message: a try block is cheaper there): a missing stream is a
+    missing bucket."""
     try:
         yield
-    except errors.BucketNotFoundError:
-        raise
-    except errors.StreamNotFoundError as exc:
-        raise bucket_gone(bucket, exc, "not found") from exc
-    except errors.OrderedConsumerResetError as exc:
-        failure = read_failure(bucket, exc)
-        if failure is exc:
-            raise
-        raise failure from exc
+    except (errors.StreamNotFoundError, errors.OrderedConsumerResetError) as exc:
+        raise_for_bucket(bucket, exc)
 
 
 def bucket_stream_info(js: JetStream, prefix: str, bucket: str) -> StreamInfo:

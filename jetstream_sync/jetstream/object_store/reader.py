@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from ... import errors
 from ...models.object_store import ObjectInfo
-from .._bucket import stream_as_bucket
+from .._bucket import raise_for_bucket
 from ..consumers import MessagesIterator, OrderedConsumer
 from ._meta import digest_matches
 
@@ -211,10 +211,11 @@ class ObjectReader(io.RawIOBase):
                     f"{self._timeout:g}s ({self._received} of {self.info.size} bytes read)"
                 )
             try:
-                with stream_as_bucket(self.info.bucket):
-                    msg = messages.next(wait)
+                msg = messages.next(wait)
             except errors.IteratorClosedError:
                 return None
+            except (errors.StreamNotFoundError, errors.OrderedConsumerResetError) as exc:
+                raise_for_bucket(self.info.bucket, exc)
             except errors.TimeoutError:
                 self._check_replaced()
                 continue

@@ -20,7 +20,7 @@ from ... import errors
 from ..._validate import check_timeout
 from ...models import DeliverPolicy
 from ...models.object_store import ObjectInfo
-from .._bucket import stream_as_bucket
+from .._bucket import raise_for_bucket
 from ..consumers import MessagesIterator, OrderedConsumer
 from ..consumers._ordered import CATCH_UP_CHECK
 
@@ -116,8 +116,9 @@ class ObjectWatcher:
                 # delivery (a purge by a replace or delete), and then only the consumer can tell they are done
                 wait = CATCH_UP_CHECK / 2 if left is None else min(left, CATCH_UP_CHECK / 2)
             try:
-                with stream_as_bucket(self.bucket):
-                    msg = self._messages.next(wait)
+                msg = self._messages.next(wait)
+            except (errors.StreamNotFoundError, errors.OrderedConsumerResetError) as exc:
+                raise_for_bucket(self.bucket, exc)
             except errors.TimeoutError:
                 if not self._initial_done and self._consumer.caught_up:
                     self._initial_done = True  # what was pending vanished before it was delivered
