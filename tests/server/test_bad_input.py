@@ -11,6 +11,8 @@ from jetstream_sync import (
     AckPolicy,
     ConsumerConfig,
     DeliverPolicy,
+    KeyValueConfig,
+    ObjectStoreConfig,
     RetentionPolicy,
     StreamConfig,
     errors,
@@ -99,12 +101,40 @@ CASES = [
     ("consume threshold above max", lambda c: c.cons.consume(print, max_messages=5, threshold_messages=6), V),
     ("consume heartbeat too small", lambda c: c.cons.consume(print, idle_heartbeat=0.1), V),
     ("consume handler not callable", lambda c: c.cons.consume("handler"), T),
+    # key-value
+    ("key_value bucket with dot", lambda c: c.js.key_value("a.b"), V),
+    ("KeyValueConfig history 65", lambda c: KeyValueConfig(bucket="x", history=65), V),
+    ("KeyValueConfig bucket with space", lambda c: KeyValueConfig(bucket="a b"), V),
+    ("kv.put key with space", lambda c: c.kv.put("a b", b""), V),
+    ("kv.put key with wildcard", lambda c: c.kv.put("a.*", b""), V),
+    ("kv.put str value", lambda c: c.kv.put("k", "on"), T),
+    ("kv.get negative revision", lambda c: c.kv.get("k", revision=-1), V),
+    ("kv.create ttl below a second", lambda c: c.kv.create("k", b"", ttl=0.5), V),
+    ("kv.update last str", lambda c: c.kv.update("k", b"", last="1"), T),
+    ("kv.keys bad filter", lambda c: list(c.kv.keys("a b")), V),
+    ("kv.history empty key", lambda c: c.kv.history(""), V),
+    ("kv.get_many one bad key", lambda c: c.kv.get_many(["ok", "a b"]), V),
+    ("kv.watch conflicting starts", lambda c: c.kv.watch("k", include_history=True, updates_only=True), V),
+    ("kv.purge_deletes negative age", lambda c: c.kv.purge_deletes(older_than=-1), V),
+    # object store
+    ("object_store bucket with dot", lambda c: c.js.object_store("a.b"), V),
+    ("ObjectStoreConfig bucket with space", lambda c: ObjectStoreConfig(bucket="a b"), V),
+    ("obs.put empty name", lambda c: c.obs.put("", b""), V),
+    ("obs.put str data", lambda c: c.obs.put("x", "text"), T),
+    ("obs.put int data", lambda c: c.obs.put("x", 5), T),
+    ("obs.put meta not ObjectMeta", lambda c: c.obs.put("x", b"", meta={"description": "d"}), T),
+    ("obs.get_bytes empty name", lambda c: c.obs.get_bytes(""), V),
+    ("obs.list show_deleted str", lambda c: c.obs.list(show_deleted="yes"), T),
+    ("obs.watch conflicting starts", lambda c: c.obs.watch(include_history=True, updates_only=True), V),
+    ("obs.add_link not an ObjectInfo", lambda c: c.obs.add_link("alias", "x"), T),
+    ("obs.update_meta not ObjectMeta", lambda c: c.obs.update_meta("x", "meta"), T),
 ]
 
 
 class Ctx:
-    def __init__(self, nc, js, stream, cons) -> None:
+    def __init__(self, nc, js, stream, cons, kv, obs) -> None:
         self.nc, self.js, self.stream, self.cons, self.s = nc, js, stream, cons, stream.name
+        self.kv, self.obs = kv, obs
 
 
 @pytest.fixture(scope="module")
@@ -117,8 +147,12 @@ def ctx(nats_server):
             StreamConfig(name="BADINPUT", subjects=["BADINPUT.>"], retention=RetentionPolicy.LIMITS)
         )
         cons = stream.create_or_update_consumer(ConsumerConfig(durable_name="c", ack_policy=AckPolicy.EXPLICIT))
-        yield Ctx(nc, js, stream, cons)
+        kv = js.create_or_update_key_value(KeyValueConfig(bucket="BADINPUT_KV"))
+        obs = js.create_or_update_object_store(ObjectStoreConfig(bucket="BADINPUT_OBS"))
+        yield Ctx(nc, js, stream, cons, kv, obs)
         js.delete_stream("BADINPUT")
+        js.delete_key_value("BADINPUT_KV")
+        js.delete_object_store("BADINPUT_OBS")
 
 
 @pytest.mark.parametrize(("label", "call", "exc"), CASES, ids=[case[0] for case in CASES])
