@@ -15,6 +15,7 @@ __all__ = [
     "BadObjectMetaError",
     "BadRequestError",
     "BucketExistsError",
+    "BucketFullError",
     "BucketNotFoundError",
     "ConnectionClosedError",
     "ConsumerConfigMismatchError",
@@ -48,6 +49,7 @@ __all__ = [
     "LinkIsABucketError",
     "MaxPayloadError",
     "MessageNotFoundError",
+    "MessageTooLargeError",
     "MissedHeartbeatError",
     "NoLinkToDeletedError",
     "NoLinkToLinkError",
@@ -74,10 +76,12 @@ __all__ = [
     "SlowConsumerError",
     "StreamNameInUseError",
     "StreamNotFoundError",
+    "StreamStoreFailedError",
     "SubjectMismatchError",
     "SubscribeError",
     "SubscriptionClosedError",
     "TimeoutError",
+    "ValueTooLargeError",
     "WrongLastMsgIdError",
     "WrongLastSequenceError",
 ]
@@ -215,6 +219,16 @@ class MessageNotFoundError(APIError):
 
 class WrongLastSequenceError(APIError):
     """The expected last sequence of a publish did not match the stream."""
+
+
+class MessageTooLargeError(APIError):
+    """The stream refused the message as larger than its ``max_msg_size`` (a KV bucket's ``max_value_size``);
+    send less, or raise the limit by updating the stream."""
+
+
+class StreamStoreFailedError(APIError):
+    """The stream could not store the message. With ``discard=new`` (KV buckets, object stores) it is full:
+    "maximum bytes/messages exceeded"; remove data or raise the limit by updating the stream."""
 
 
 class WrongLastMsgIdError(APIError):
@@ -356,6 +370,16 @@ class InvalidBucketNameError(InvalidArgumentError):
     """A bucket name may hold only letters, digits, ``-`` and ``_``."""
 
 
+class BucketFullError(KeyValueError, ObjectStoreError, StreamStoreFailedError):
+    """The bucket is at its ``max_bytes`` (or its stream's message limits) and refuses new data: delete or
+    purge keys or objects, or raise ``max_bytes`` with ``update_key_value`` / ``update_object_store``."""
+
+
+class ValueTooLargeError(KeyValueError, MessageTooLargeError):
+    """The value is larger than the bucket's ``max_value_size``: store less, or raise it with
+    ``update_key_value``."""
+
+
 class KeyValueConfigError(KeyValueError, InvalidArgumentError):
     """A stream exists under the bucket's name but is not a key-value bucket (its subjects or settings differ)."""
 
@@ -462,6 +486,8 @@ _API_ERRORS: dict[int, type[APIError]] = {
     10037: MessageNotFoundError,
     10071: WrongLastSequenceError,
     10070: WrongLastMsgIdError,
+    10054: MessageTooLargeError,  # message size exceeds maximum allowed
+    10077: StreamStoreFailedError,  # maximum bytes/messages exceeded (discard new), or another store failure
 }
 
 

@@ -156,6 +156,14 @@ class KeyValue:
             ) from exc
         except errors.NoStreamResponseError as exc:
             raise errors.BucketNotFoundError(404, 10059, f"bucket {self.bucket!r} not found: {exc}") from exc
+        except errors.MessageTooLargeError as exc:
+            raise errors.ValueTooLargeError(
+                exc.code, exc.err_code, f"key {key!r}: the value is larger than bucket {self.bucket!r}'s max_value_size"
+            ) from exc
+        except errors.StreamStoreFailedError as exc:
+            raise errors.BucketFullError(
+                exc.code, exc.err_code, f"bucket {self.bucket!r} refused key {key!r}: {exc.description}"
+            ) from exc
 
     def _ttl_options(self, ttl: float | timedelta | None, base: PublishOptions) -> PublishOptions:
         if ttl is None:

@@ -165,6 +165,8 @@ class MetaRecords:
             # No stream took the publish: the bucket is gone, or JetStream is briefly away. Ask which.
             self._check_bucket()
             raise
+        except errors.StreamStoreFailedError as exc:
+            raise errors.BucketFullError(exc.code, exc.err_code, f"bucket {self.bucket!r}: {exc.description}") from exc
         except errors.APIError as exc:
             if exc.err_code == _SEALED_ERR_CODE:
                 raise errors.ObjectStoreSealedError(f"bucket {self.bucket!r} is sealed: {exc.description}") from exc

@@ -81,20 +81,23 @@ def test_history_65_is_refused_before_any_bucket_exists(js, name):
 def test_max_value_size_is_enforced_by_the_server(js, name):
     kv = bucket(js, name, max_value_size=16)
     kv.put("k", b"x" * 16)
-    with pytest.raises(errors.APIError) as info:
+    with pytest.raises(errors.ValueTooLargeError) as info:
         kv.put("k", b"x" * 17)
     assert info.value.err_code == 10054  # message size exceeds maximum allowed
+    assert isinstance(info.value, errors.KeyValueError) and isinstance(info.value, errors.MessageTooLargeError)
+    assert "max_value_size" in str(info.value)
     assert kv.get("k").value == b"x" * 16
 
 
 def test_max_bytes_refuses_new_values_once_full(js, name):
     kv = bucket(js, name, max_bytes=2000)
     stored = 0
-    with pytest.raises(errors.APIError) as info:
+    with pytest.raises(errors.BucketFullError) as info:
         for i in range(100):
             kv.put(f"k.{i}", b"x" * 100)
             stored += 1
     assert info.value.err_code == 10077  # maximum bytes exceeded: discard new, the old values stay
+    assert isinstance(info.value, errors.KeyValueError) and "maximum bytes exceeded" in str(info.value)
     assert 0 < stored < 20
     assert kv.status().values == stored
     assert kv.get("k.0").value == b"x" * 100

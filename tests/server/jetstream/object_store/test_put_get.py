@@ -214,8 +214,9 @@ def test_a_failing_source_leaves_the_previous_object(js, obs):
 def test_a_put_that_does_not_fit_leaves_nothing_behind(js, name):
     obs = js.create_object_store(ObjectStoreConfig(bucket=name, max_bytes=1024 * 1024))
     obs.put("a", b"x" * 1000)
-    with pytest.raises(errors.APIError, match="maximum bytes exceeded"):
+    with pytest.raises(errors.BucketFullError, match="maximum bytes exceeded") as info:
         obs.put("big", b"y" * (2 * 1024 * 1024))
+    assert isinstance(info.value, errors.ObjectStoreError)
     with pytest.raises(errors.ObjectNotFoundError):
         obs.info("big")
     assert chunk_messages(js, obs) == 1 and obs.get_bytes("a") == b"x" * 1000
