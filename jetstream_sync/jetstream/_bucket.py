@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from .context import JetStream
 
 __all__ = [
+    "WATCH_EXPIRES",
     "as_jetstream",
     "bucket_gone",
     "bucket_names",
@@ -28,6 +29,12 @@ __all__ = [
     "stream_as_bucket",
     "update_bucket_stream",
 ]
+
+
+#: A watcher's pulls expire after this many seconds, so the server's idle heartbeats come every 5 s and a link
+#: that went silent (its consumer gone without a 409 reaching the pull, as when a bucket is deleted while a
+#: reset recreates it) is replaced within 10 s, not the 30 s of the default pull.
+WATCH_EXPIRES = 10.0
 
 
 def as_jetstream(manager: object) -> JetStream:

@@ -22,7 +22,7 @@ from ... import errors
 from ..._validate import check_timeout
 from ...models import DeliverPolicy
 from ...models.kv import KeyValueEntry, KeyValueOp
-from .._bucket import raise_for_bucket
+from .._bucket import WATCH_EXPIRES, raise_for_bucket
 from ..consumers import MessagesIterator, OrderedConsumer
 from ..consumers._ordered import CATCH_UP_CHECK
 
@@ -102,7 +102,9 @@ class KeyWatcher:
         self._initial_done = options.updates_only or self._consumer.cached_info.num_pending == 0
         self._marker_due = not options.updates_only and self._initial_done
         try:
-            self._messages: MessagesIterator = self._consumer.messages(error_handler=self._on_error)
+            self._messages: MessagesIterator = self._consumer.messages(
+                expires=WATCH_EXPIRES, error_handler=self._on_error
+            )
         except BaseException:
             self._consumer.close()
             raise
