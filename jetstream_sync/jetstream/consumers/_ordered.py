@@ -256,7 +256,6 @@ class CatchUpProbe:
         self._posted = False  # watchdog sets it, the IO thread clears it: one question in flight
         self._stopped = False
         self._asked_at = 0.0  # the monotonic time of the last answer (the next question waits for silence again)
-        self.probes = 0
 
     def start(self) -> None:
         self._engine.runtime.watch(self._check)
@@ -285,12 +284,12 @@ class CatchUpProbe:
 
     async def _probe(self) -> None:
         engine = self._engine
-        self.probes += 1
+        asked = engine.chain.current
         try:
             info = await engine.chain.info_io()
         except (errors.ConsumerNotFoundError, errors.StreamNotFoundError) as exc:
             # the link is gone (deleted, or its stream with it): no heartbeat will come to say so sooner
-            if not (self._stopped or engine.resetting):
+            if not (self._stopped or engine.resetting) and engine.chain.current == asked:
                 engine._reset(f"its consumer is gone ({exc})", "consumer deleted")
             return
         except errors.JetStreamError as exc:

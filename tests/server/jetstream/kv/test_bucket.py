@@ -220,8 +220,8 @@ def test_keys(kv, js, name):
     wait_no_consumers(js, name)
 
 
-def test_breaking_out_of_keys_leaves_no_consumer(kv, js, name):
-    fill(js, kv, 5000)  # more than one batch, so the consumer is still busy when the loop stops
+def test_breaking_out_of_keys_leaves_no_consumer(kv, js, name, small_pulls):
+    fill(js, kv, 5000)  # many pulls' worth, so the consumer is still busy when the loop stops
     it = kv.keys()
     assert next(it).startswith("k.")
     assert len(consumers(js, name)) == 1

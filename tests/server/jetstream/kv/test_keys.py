@@ -58,7 +58,7 @@ def test_keys_of_a_bucket_with_only_markers(js, kv, name):
     wait_no_consumers(js, name)
 
 
-def test_breaking_out_of_a_filtered_walk_leaves_no_consumer(js, kv, name):
+def test_breaking_out_of_a_filtered_walk_leaves_no_consumer(js, kv, name, small_pulls):
     fill(js, kv, 3000)
     fill(js, kv, 3000, prefix="other")
     for key in kv.keys("k.*"):

@@ -37,15 +37,6 @@ def delete_consumers(js, kv) -> None:
     js.delete_consumer(kv.stream_name, names[0])
 
 
-@pytest.fixture
-def small_pulls(monkeypatch):
-    """Headers-only walks pull 100 messages at a time (10,000 by default: the whole bucket in one pull, so
-    the walk could be over before the test deletes its consumer)."""
-    from jetstream_sync.jetstream.kv import bucket as bucket_module
-
-    monkeypatch.setattr(bucket_module, "_HEADERS_ONLY_WINDOW", 100)
-
-
 def test_keys_through_a_deleted_consumer(js, name, small_pulls):
     kv = bucket(js, name, history=5)
     live = lay_out(js, kv)

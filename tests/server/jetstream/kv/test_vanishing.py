@@ -18,14 +18,6 @@ from tests.helpers import wait_until
 from tests.server.jetstream.kv.kvhelpers import bucket, fill, wait_no_consumers
 
 
-@pytest.fixture
-def small_pulls(monkeypatch):
-    """Headers-only walks pull 50 at a time, so most of the bucket is still on the server after the first."""
-    from jetstream_sync.jetstream.kv import bucket as bucket_module
-
-    monkeypatch.setattr(bucket_module, "_HEADERS_ONLY_WINDOW", 50)
-
-
 def test_keys_end_when_the_rest_of_the_bucket_ages_out(js, name, small_pulls):
     kv = bucket(js, name, ttl=1)
     fill(js, kv, 1000)
