@@ -12,6 +12,8 @@ nats-py release that breaks one fails loudly in CI rather than deep in the IO th
 * ``_pending`` / ``_flush_queue`` / the transport's writer: the outbound queue appends a whole burst of encoded
   commands at once, or writes it straight to the socket, instead of one coroutine call per publish.
 * ``_connect_command`` / ``_server_info``: refuse to send credentials in clear when TLS was asked for.
+* ``_transport``: the plain TCP transport nats-py makes is our :class:`GatedTcpTransport`, so that its writes
+  and a user thread's direct request writes take turns (``_gate.py``).
 
 Everything else in the runtime talks to nats-py through :class:`NatsConnection`'s own methods. See
 docs/ARCHITECTURE.md, "The runtime port".
@@ -35,6 +37,7 @@ import nats.nuid
 import nats.protocol.parser
 
 from .. import errors
+from ._gate import SocketGate
 from ._parser import ProtocolParser
 
 __all__ = [
@@ -129,6 +132,11 @@ NATS_PY_CONTRACT: tuple[ContractMember, ...] = (
     ContractMember("Subscription", "unsubscribe", "method"),
     ContractMember("Subscription", "_id", "instance"),
     ContractMember("TcpTransport", "_io_writer", "instance"),
+    ContractMember("TcpTransport", "connect", "method", ("uri", "buffer_size", "connect_timeout")),
+    ContractMember("TcpTransport", "connect_tls", "method", ("uri", "ssl_context", "buffer_size", "connect_timeout")),
+    ContractMember("TcpTransport", "write", "method", ("payload",)),
+    ContractMember("TcpTransport", "writelines", "method", ("payload",)),
+    ContractMember("TcpTransport", "close", "method"),
 )
 
 
@@ -179,15 +187,67 @@ def contract_problems() -> list[str]:
     return problems
 
 
+# -- the transport ----------------------------------------------------------------------------------------
+class GatedTcpTransport(nats.aio.transport.TcpTransport):
+    """nats-py's TCP transport whose writes and close take the socket gate's lock, and which binds the gate to
+    each plain connection it makes (and unbinds it before a TLS upgrade or a close)."""
+
+    def __init__(self, gate: SocketGate) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self._gate = gate
+
+    def _socket_transport(self) -> asyncio.BaseTransport | None:
+        writer = self._io_writer
+        return writer.transport if isinstance(writer, asyncio.StreamWriter) else None
+
+    async def connect(self, uri: Any, buffer_size: int, connect_timeout: int) -> None:
+        await super().connect(uri, buffer_size, connect_timeout)
+        transport = self._socket_transport()
+        if transport is not None:
+            self._gate.bind(transport)
+
+    async def connect_tls(self, uri: Any, ssl_context: ssl.SSLContext, buffer_size: int, connect_timeout: int) -> None:
+        self._gate.unbind(self._socket_transport())  # the socket is about to belong to the TLS layer
+        await super().connect_tls(uri, ssl_context, buffer_size, connect_timeout)
+
+    def write(self, payload: bytes) -> None:
+        with self._gate.lock:
+            self._gate.flush_tail()
+            super().write(payload)  # type: ignore[no-untyped-call]
+
+    def writelines(self, payload: list[bytes]) -> None:
+        with self._gate.lock:
+            self._gate.flush_tail()
+            super().writelines(payload)  # type: ignore[no-untyped-call]
+
+    def close(self) -> None:
+        with self._gate.lock:
+            self._gate.unbind(self._socket_transport())
+            super().close()  # type: ignore[no-untyped-call]
+
+
 # -- the connection ---------------------------------------------------------------------------------------
 class NatsConnection(nats.aio.client.Client):
     """nats-py's client with a synchronous dispatch path for our subscriptions, and the few facts the runtime
     reads from it, so that no other module reaches into nats-py."""
 
-    def __init__(self) -> None:
+    def __init__(self, post: Callable[[Callable[[], None]], None]) -> None:
+        #: every write to the socket takes turns through it (set before nats-py's __init__ assigns _transport)
+        self.gate = SocketGate(post)
         super().__init__()
         self.fast_handlers: dict[int, Handler] = {}
         self._ps = ProtocolParser(self)
+
+    # nats-py assigns a fresh TcpTransport before each connection attempt; it gets a gated one instead
+    @property
+    def _transport(self) -> Any:
+        return self.__dict__["_gated_transport"]
+
+    @_transport.setter
+    def _transport(self, transport: Any) -> None:
+        if type(transport) is nats.aio.transport.TcpTransport and not transport:
+            transport = GatedTcpTransport(self.gate)
+        self.__dict__["_gated_transport"] = transport
 
     async def _process_msg(self, sid: int, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
         handler = self.fast_handlers.get(sid)
@@ -255,28 +315,42 @@ class NatsConnection(nats.aio.client.Client):
         return writer if isinstance(writer, asyncio.StreamWriter) else None
 
     def write_now(self, commands: list[bytes], size: int, count: int = 0) -> bool:
-        """IO thread: write straight to the socket when nothing of nats-py's is waiting to go first.
+        """IO thread, gate lock held: write straight to the socket when nothing of nats-py's is waiting to go
+        first.
 
         Saves the flusher task's extra loop iteration per burst; False when nats-py must queue it instead
         (not connected, or its own pending data has to keep its place in line).
         """
         if not self.is_connected or self._pending_data_size:
             return False
+        transport = self._transport
         writer = self._tcp_writer()
         if writer is None or writer.transport.is_closing():
             return False
         if len(commands) == 1:
-            writer.write(commands[0])
+            transport.write(commands[0])
         else:
-            writer.writelines(commands)
+            transport.writelines(commands)
         self._count_out(commands, size, count)
         return True
 
-    def _count_out(self, commands: list[bytes], size: int, count: int) -> None:
-        """nats-py's own publish path counts these; ours bypasses it, so it counts here (count: messages)."""
+    def nothing_unsent(self) -> bool:
+        """Gate lock held: nothing of nats-py's waits to be written (so a direct write keeps its place)."""
+        return not self._pending_data_size and self.is_connected
+
+    def count_direct(self, size: int) -> None:
+        """Gate lock held: count one command a user thread wrote itself."""
         stats = self.stats
-        stats["out_msgs"] += count or len(commands)
+        stats["out_msgs"] += 1
         stats["out_bytes"] += size
+
+    def _count_out(self, commands: list[bytes], size: int, count: int) -> None:
+        """nats-py's own publish path counts these; ours bypasses it, so it counts here (count: messages).
+        Under the gate lock: a user thread's direct write counts too."""
+        stats = self.stats
+        with self.gate.lock:
+            stats["out_msgs"] += count or len(commands)
+            stats["out_bytes"] += size
 
     async def wait_writable(self) -> None:
         """Until the socket's buffer drained below its low-water mark (or the connection is gone)."""

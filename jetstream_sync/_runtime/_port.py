@@ -119,7 +119,7 @@ class Runtime:
         self._nuid_lock = threading.Lock()
         self._io = IOLoop()
         self._watchdog = Watchdog()
-        self._nc = NatsConnection()
+        self._nc = NatsConnection(self._io.post)
         self._mux = RequestMux(options.inbox_prefix, self.new_token())
         self._outbound = Outbound(
             self._io, self._nc, high_water=_OUTBOUND_HIGH_WATER, reconnect_buffer=options.pending_size
@@ -313,7 +313,7 @@ class Runtime:
         waiter = ReplyWaiter()
         reply = self._mux.register(waiter)
         try:
-            self._outbound.put(encode(reply))
+            self._outbound.put_waiting(encode(reply))
             return waiter.wait(timeout, what)
         except errors.TimeoutError:
             if not self.is_connected and not self._closed:

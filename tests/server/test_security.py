@@ -383,7 +383,9 @@ def test_tls_with_a_trusted_ca_connects(tls_setup: TLSSetup, scheme: str) -> Non
     url = tls_setup.server.url.replace("nats://", f"{scheme}://")
     with jetstream_sync.connect(url, tls=tls_setup.trusting()) as nc:
         assert nc.server_info["tls_required"] is True
+        assert not nc._runtime._nc.gate.bound  # the socket belongs to the TLS layer: requests go through the IO thread
         roundtrip(nc)
+        assert nc._runtime._nc.gate.direct_writes == 0
 
 
 def test_tls_hostname_is_checked_against_the_certificate(tls_setup: TLSSetup) -> None:
