@@ -76,6 +76,7 @@ __all__ = [
     "SlowConsumerError",
     "StreamNameInUseError",
     "StreamNotFoundError",
+    "StreamConfigError",
     "StreamStoreFailedError",
     "SubjectMismatchError",
     "SubscribeError",
@@ -224,6 +225,12 @@ class WrongLastSequenceError(APIError):
 class MessageTooLargeError(APIError):
     """The stream refused the message as larger than its ``max_msg_size`` (a KV bucket's ``max_value_size``);
     send less, or raise the limit by updating the stream."""
+
+
+class StreamConfigError(APIError):
+    """The server refused a stream configuration (err_code 10052): most often an update asking for what a stream
+    cannot change once made (its storage type, or a bucket's), otherwise a combination the server rejects. The
+    description says which; to change storage, create a new stream (or bucket) and copy the data over."""
 
 
 class StreamStoreFailedError(APIError):
@@ -487,6 +494,7 @@ _API_ERRORS: dict[int, type[APIError]] = {
     10071: WrongLastSequenceError,
     10070: WrongLastMsgIdError,
     10054: MessageTooLargeError,  # message size exceeds maximum allowed
+    10052: StreamConfigError,  # invalid stream configuration (an update cannot change storage, ...)
     10077: StreamStoreFailedError,  # maximum bytes/messages exceeded (discard new), or another store failure
 }
 

@@ -95,11 +95,16 @@ def create_bucket_stream(js: JetStream, bucket: str, config: StreamConfig) -> St
 
 
 def update_bucket_stream(js: JetStream, bucket: str, config: StreamConfig) -> StreamInfo:
-    """Update the stream; BucketNotFoundError when the bucket does not exist."""
+    """Update the stream; BucketNotFoundError when the bucket does not exist, StreamConfigError (naming the
+    bucket) when the server refuses the change (a bucket's storage type is fixed once it is made)."""
     try:
         return js.update_stream(config).cached_info
     except errors.StreamNotFoundError as exc:
         raise errors.BucketNotFoundError(exc.code, exc.err_code, f"bucket {bucket!r} not found") from exc
+    except errors.StreamConfigError as exc:
+        raise errors.StreamConfigError(
+            exc.code, exc.err_code, f"bucket {bucket!r} cannot take this configuration: {exc.description}"
+        ) from exc
 
 
 def bucket_names(js: JetStream, prefix: str, subject_filter: str) -> Iterator[str]:

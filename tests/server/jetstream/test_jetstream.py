@@ -45,6 +45,9 @@ def test_create_get_update_delete_stream(js, name):
     )
     assert updated.cached_info.config.description == "changed"
     assert js.stream(name).info().config.description == "changed"
+    with pytest.raises(errors.StreamConfigError, match="storage type") as refused:
+        js.update_stream(StreamConfig(name=name, subjects=[f"{name}.>"], storage=StorageType.FILE))
+    assert refused.value.err_code == 10052
     assert name in list(js.stream_names())
     assert name in [s.config.name for s in js.streams()]
     assert list(js.stream_names(subject=f"{name}.x")) == [name]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jetstream_sync import KeyValue, KeyValueConfig, KeyValueStatus, StreamConfig, errors
+from jetstream_sync import KeyValue, KeyValueConfig, KeyValueStatus, StorageType, StreamConfig, errors
 from tests.server.jetstream.kv.kvhelpers import bucket
 
 
@@ -48,6 +48,16 @@ def test_update_changes_the_config(js, name):
 def test_update_of_a_missing_bucket(js, name):
     with pytest.raises(errors.BucketNotFoundError):
         js.update_key_value(KeyValueConfig(bucket=name))
+
+
+def test_update_cannot_change_the_storage_type(js, name):
+    kv = bucket(js, name)
+    kv.put("a", b"1")
+    with pytest.raises(errors.StreamConfigError, match=rf"bucket '{name}'.*storage type") as info:
+        js.update_key_value(KeyValueConfig(bucket=name, storage=StorageType.MEMORY))
+    assert info.value.err_code == 10052
+    assert js.stream_info(f"KV_{name}").config.storage is StorageType.FILE
+    assert kv.get("a").value == b"1"
 
 
 def test_create_or_update(js, name):

@@ -36,6 +36,9 @@ def test_update_and_create_or_update(js, name):
     assert js.object_store(name).status().description == "two"
     updated = js.update_object_store(ObjectStoreConfig(bucket=name, description="three"))
     assert updated.status().description == "three"
+    with pytest.raises(errors.StreamConfigError, match=rf"bucket '{name}'.*storage type"):
+        js.update_object_store(ObjectStoreConfig(bucket=name, storage=StorageType.MEMORY))
+    assert js.object_store(name).status().storage is StorageType.FILE
 
 
 def test_bind_delete_and_not_found(js, name):
