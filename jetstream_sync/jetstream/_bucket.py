@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 __all__ = [
     "WATCH_EXPIRES",
     "as_jetstream",
-    "bucket_gone",
     "bucket_names",
     "bucket_stream_info",
     "create_bucket_stream",
@@ -42,7 +41,9 @@ def as_jetstream(manager: object) -> JetStream:
     return cast("JetStream", manager)
 
 
-def bucket_gone(bucket: str, exc: errors.StreamNotFoundError, state: str = "was deleted") -> errors.BucketNotFoundError:
+def _bucket_gone(
+    bucket: str, exc: errors.StreamNotFoundError, state: str = "was deleted"
+) -> errors.BucketNotFoundError:
     """The BucketNotFoundError a missing stream of ``bucket`` stands for (already one: as is)."""
     if isinstance(exc, errors.BucketNotFoundError):
         return exc
@@ -57,10 +58,10 @@ def raise_for_bucket(bucket: str, exc: errors.JetStreamError) -> NoReturn:
     if isinstance(exc, errors.BucketNotFoundError):
         raise exc
     if isinstance(exc, errors.StreamNotFoundError):
-        raise bucket_gone(bucket, exc, "not found") from exc
+        raise _bucket_gone(bucket, exc, "not found") from exc
     cause = exc.__cause__
     if isinstance(exc, errors.OrderedConsumerResetError) and isinstance(cause, errors.StreamNotFoundError):
-        raise bucket_gone(bucket, cause) from exc
+        raise _bucket_gone(bucket, cause) from exc
     raise exc
 
 

@@ -340,14 +340,15 @@ class PushEngine:
         return self.buffer.get_many(limit, timeout)
 
     def handed_out(self, msg: Msg) -> None:
-        self.delivered += 1
-        self.delivered_bytes += msg.size
-        if self._fc:
-            self._answer_due()
+        self._count_handed_out(1, msg.size)
 
     def handed_out_many(self, msgs: Sequence[Msg]) -> None:
-        self.delivered += len(msgs)
-        self.delivered_bytes += sum(msg.size for msg in msgs)
+        self._count_handed_out(len(msgs), sum(msg.size for msg in msgs))
+
+    def _count_handed_out(self, count: int, size: int) -> None:
+        """User side: count what was handed out, and answer the flow-control requests that are now due."""
+        self.delivered += count
+        self.delivered_bytes += size
         if self._fc:
             self._answer_due()
 
