@@ -22,9 +22,10 @@ untimed, then times only the measured part; the order of the two is reversed eve
 per call (time.perf_counter); listings are wall time of the whole call. Every listing and watch must return
 exactly the expected number of keys on both sides (the run stops otherwise).
 
-The latency cases move with the machine more than the others: ours hands each request to the IO thread and
-the reply back (two thread wake-ups, which nats-py's single event loop does not pay), and on an idle VM a
-wake-up can cost tens of microseconds where on a busy one it costs a few. Print the load average with them.
+The latency cases move with the machine more than the others: the requesting thread writes its request itself
+(the socket gate), but the reply still crosses from the IO thread to it (one thread wake-up nats-py's single
+event loop does not pay), and on an idle VM a wake-up can cost tens of microseconds where on a busy one it
+costs a few. Print the load average with them.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ See docs/ARCHITECTURE.md, "The life of a request".
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 import threading
@@ -52,6 +53,7 @@ class SocketGate:
         self._transport: Any = None  # the bound asyncio socket transport, None when no direct write may happen
         self._sock: socket.socket | None = None
         self._tail: bytes | None = None  # the unsent end of a partial direct send: goes out before anything else
+        self._sending = False  # a direct send is under way on the thread holding the lock
         #: how many commands user threads wrote themselves (and how many of those the kernel took only in part)
         self.direct_writes = 0
         self.partial_writes = 0
@@ -59,6 +61,12 @@ class SocketGate:
     @property
     def bound(self) -> bool:
         return self._sock is not None
+
+    @property
+    def tail_size(self) -> int:
+        """Bytes of a partial direct write not yet handed to the transport."""
+        tail = self._tail
+        return 0 if tail is None else len(tail)
 
     # -- the IO thread ----------------------------------------------------------------------------------
     def bind(self, transport: asyncio.BaseTransport) -> None:
@@ -116,21 +124,49 @@ class SocketGate:
     # -- a user thread ----------------------------------------------------------------------------------
     def send(self, data: bytes) -> bool:
         """Lock held, nothing queued before ``data``: write it to the socket now. False when it must be queued
-        instead (not bound, something buffered, the socket full or broken); then nothing of it was sent."""
+        instead (not bound, something buffered, the socket full or broken, or a signal handler's request
+        made in the middle of this thread's own direct write); then nothing of it was sent."""
         transport = self._transport
         sock = self._sock
-        if sock is None or self._tail is not None or transport.is_closing() or transport.get_write_buffer_size():
+        if (
+            sock is None
+            or self._sending
+            or self._tail is not None
+            or transport.is_closing()
+            or transport.get_write_buffer_size()
+        ):
             return False
+        # A Python signal handler runs on the main thread between two bytecodes, so it can interrupt this method
+        # after the send and before the tail is kept. Its own request must not write (the lock is re-entrant:
+        # ``_sending`` refuses it), and an exception it raises (KeyboardInterrupt) leaves a command whose sent
+        # part is unknown: the connection is then dropped and remade rather than carry a torn command.
+        self._sending = True
+        settled = False
         try:
-            sent = sock.send(data)
-        except (BlockingIOError, InterruptedError):
-            return False
-        except OSError as exc:  # the connection is breaking: the IO thread hears of it and reconnects
-            log.debug("socket gate: direct write failed (%s); queued instead", exc)
-            return False
-        self.direct_writes += 1
-        if sent < len(data):
-            self.partial_writes += 1
-            self._tail = data[sent:]
-            self._post(self._flush_tail_soon)
-        return True
+            try:
+                sent = sock.send(data)
+            except (BlockingIOError, InterruptedError):
+                settled = True
+                return False
+            except OSError:  # the connection is breaking: the IO thread hears of it (and logs it) and reconnects
+                settled = True
+                return False
+            self.direct_writes += 1
+            if sent < len(data):
+                self.partial_writes += 1
+                self._tail = data[sent:]
+                self._post(self._flush_tail_soon)
+            settled = True
+            return True
+        finally:
+            self._sending = False
+            if not settled:
+                self._tear(transport)
+
+    def _tear(self, transport: Any) -> None:
+        """Lock held: a direct write was interrupted where its sent part is unknown; abort the connection (nats-py
+        reconnects, as after any lost connection) so that no command is ever completed wrongly."""
+        log.warning("socket gate: a direct write was interrupted midway; dropping the connection to reconnect")
+        self.unbind()
+        with contextlib.suppress(Exception):
+            self._post(transport.abort)

@@ -189,8 +189,8 @@ def contract_problems() -> list[str]:
 
 # -- the transport ----------------------------------------------------------------------------------------
 class GatedTcpTransport(nats.aio.transport.TcpTransport):
-    """nats-py's TCP transport whose writes and close take the socket gate's lock, and which binds the gate to
-    each plain connection it makes (and unbinds it before a TLS upgrade or a close)."""
+    """nats-py's TCP transport whose writes and close take the socket gate's lock; it binds the gate to its plain
+    connection when the client says the connection is ready, and unbinds it before a TLS upgrade or a close."""
 
     def __init__(self, gate: SocketGate) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
@@ -200,8 +200,8 @@ class GatedTcpTransport(nats.aio.transport.TcpTransport):
         writer = self._io_writer
         return writer.transport if isinstance(writer, asyncio.StreamWriter) else None
 
-    async def connect(self, uri: Any, buffer_size: int, connect_timeout: int) -> None:
-        await super().connect(uri, buffer_size, connect_timeout)
+    def open_gate(self) -> None:
+        """IO thread: the connection is ready for direct writes (see :meth:`NatsConnection.open_gate`)."""
         transport = self._socket_transport()
         if transport is not None:
             self._gate.bind(transport)
@@ -302,10 +302,11 @@ class NatsConnection(nats.aio.client.Client):
             await sub.unsubscribe()
 
     def unwritten_bytes(self) -> int:
-        """Bytes not yet handed to the socket: nats-py's pending list plus the transport's buffer."""
+        """Bytes not yet handed to the socket: nats-py's pending list, the transport's buffer and the tail of a
+        partial direct write."""
         writer = self._tcp_writer()
         buffered = writer.transport.get_write_buffer_size() if writer is not None else 0
-        return int(self._pending_data_size) + int(buffered)
+        return int(self._pending_data_size) + int(buffered) + self.gate.tail_size
 
     def _tcp_writer(self) -> asyncio.StreamWriter | None:
         transport = self._transport
@@ -333,6 +334,21 @@ class NatsConnection(nats.aio.client.Client):
             transport.writelines(commands)
         self._count_out(commands, size, count)
         return True
+
+    def open_gate(self) -> None:
+        """IO thread: let requesting threads write to this connection themselves from now on.
+
+        Called once the connection is ready, not when nats-py marks it connected: on a reconnect nats-py sets
+        CONNECTED before it replays the subscriptions, and a request written in between would get its reply
+        before the reply inbox is subscribed again. A TLS connection is never bound (``SocketGate.bind``).
+        """
+        transport = self._transport
+        if isinstance(transport, GatedTcpTransport) and self.is_connected:
+            transport.open_gate()
+
+    def close_gate(self) -> None:
+        """IO thread: no more direct writes until :meth:`open_gate` (the connection was lost)."""
+        self.gate.unbind()
 
     def nothing_unsent(self) -> bool:
         """Gate lock held: nothing of nats-py's waits to be written (so a direct write keeps its place)."""

@@ -195,6 +195,7 @@ class Runtime:
         self._nc.set_reconnect_policy(opts.max_reconnect_attempts, opts.reconnect_wait)
         self.max_payload = self._nc.payload_limit
         await self._nc.fast_subscribe(self._mux.subject, "", self._mux.handle)
+        self._nc.open_gate()  # requests may be written by their own threads now (the reply inbox is subscribed)
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep_expired())
 
     async def _sweep_expired(self) -> None:
@@ -216,6 +217,7 @@ class Runtime:
         if self._closing:
             return
         log.info("disconnected from NATS; reconnecting")
+        self._nc.close_gate()
         self._mux.fail_all(
             lambda: errors.NotConnectedError(
                 "the connection was lost before the reply came; a publish may or may not have been stored "
@@ -232,6 +234,7 @@ class Runtime:
 
     async def _on_reconnected(self) -> None:
         self.reconnects += 1
+        self._nc.open_gate()  # after nats-py replayed the subscriptions and flushed: nothing can be passed now
         self.max_payload = self._nc.payload_limit  # another server may allow another size
         log.info("reconnected to %s", self.connected_url)
         for listener in list(self._listeners):

@@ -121,3 +121,54 @@ def test_the_gate_binds_again_after_a_restart(nats_server_function):
         before = gate.direct_writes
         wait_until(lambda: js.stream_info("AGAIN") is not None, timeout=10)
         assert gate.direct_writes > before
+
+
+def test_the_gate_stays_shut_until_a_reconnect_has_replayed_the_subscriptions(fault_proxy):
+    """nats-py marks a reconnecting client connected before it subscribes again; a request written then would
+    get its reply before the reply inbox exists. The gate opens only in the reconnected callback, which comes
+    after the replay: while the client has not counted the reconnect, the gate is never open."""
+    with jetstream_sync.connect(fault_proxy.url, reconnect_wait=0.05, max_reconnect_attempts=-1) as nc:
+        for i in range(2000):  # a long replay
+            nc.subscribe(f"filler.{i}")
+        runtime = nc._runtime
+        gate = gate_of(nc)
+        assert gate.bound
+        reconnects = runtime.reconnects
+        fault_proxy.cut()
+        wait_until(lambda: not gate.bound, timeout=5)  # the lost connection is noticed
+        while runtime.reconnects == reconnects:
+            bound = gate.bound  # read before the count: the callback counts first, then opens
+            if runtime.reconnects == reconnects:
+                assert not bound, "the gate opened before the reconnect was complete"
+        wait_until(lambda: gate.bound, timeout=5)
+        js = nc.jetstream(timeout=5)
+        before = gate.direct_writes
+        js.account_info()
+        assert gate.direct_writes == before + 1
+
+
+def test_a_request_waits_behind_bytes_the_transport_still_holds(fault_proxy):
+    """With the server not reading, queued publishes back up in the asyncio transport: a request made then must
+    not be written directly (it would pass them); it goes out after them once the server reads again."""
+    with jetstream_sync.connect(fault_proxy.url, timeout=10) as nc:
+        js = nc.jetstream(timeout=20)
+        js.create_stream(StreamConfig(name="BEHIND", subjects=["behind.>"]))
+        runtime = nc._runtime
+        gate = gate_of(nc)
+        assert gate._sock is not None
+        gate._sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        fault_proxy.stall("upstream")
+        for _ in range(8):
+            nc.publish("behind.core", b"c" * 200_000)
+        writer = runtime._nc._tcp_writer()
+        assert writer is not None
+        wait_until(lambda: writer.transport.get_write_buffer_size() > 0, timeout=5)
+        direct = gate.direct_writes
+        acks: list[int] = []
+        requester = threading.Thread(target=lambda: acks.append(js.publish("behind.sync", b"s").seq))
+        requester.start()
+        wait_until(lambda: len(runtime._mux) >= 1, timeout=5)  # the request is made
+        assert gate.direct_writes == direct
+        fault_proxy.resume("upstream")
+        requester.join(20)
+        assert acks == [9]  # stored after the 8 publishes queued before it
