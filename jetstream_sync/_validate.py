@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Sequence
 from datetime import timedelta
 from functools import lru_cache
@@ -59,6 +60,8 @@ def _subject_problem(subject: str, wildcards: bool) -> str | None:
     for ch in subject:
         if ch.isspace():
             return f"{subject!r} contains whitespace"
+        if "\ud800" <= ch <= "\udfff":
+            return f"{subject!r} is not valid Unicode text (a lone surrogate)"
     tokens = subject.split(".")
     last = len(tokens) - 1
     for i, token in enumerate(tokens):
@@ -82,6 +85,19 @@ def check_subject(field: str, value: object, *, wildcards: bool = False) -> str:
     return value
 
 
+def check_line(field: str, value: object) -> bytes:
+    """One line of text for the wire, encoded: a str without CR or LF that UTF-8 can encode (no lone
+    surrogates, which a str may hold but no byte string can carry)."""
+    if not isinstance(value, str):
+        raise InvalidTypeError(field, f"must be a str, got {type(value).__name__}")
+    if "\r" in value or "\n" in value:
+        raise InvalidArgumentError(field, f"{value!r} must be one line (no CR or LF)")
+    try:
+        return value.encode()
+    except UnicodeEncodeError as exc:
+        raise InvalidArgumentError(field, f"{value!r} is not valid Unicode text ({exc.reason})") from None
+
+
 def check_queue(field: str, value: object) -> str:
     if not isinstance(value, str):
         raise InvalidTypeError(field, f"must be a str, got {type(value).__name__}")
@@ -101,9 +117,14 @@ def check_payload(field: str, value: object) -> bytes:
     raise InvalidTypeError(field, f"must be bytes, got {type(value).__name__}")
 
 
+#: The longest duration accepted anywhere: what nanoseconds fit in an int64 on the wire (292 years), which is
+#: also within what a thread can wait for (``threading.TIMEOUT_MAX``); longer ones would overflow mid-call.
+MAX_SECONDS = min(float((2**63 - 1) // 1_000_000_000), threading.TIMEOUT_MAX)
+
+
 def to_seconds(field: str, value: object, *, allow_zero: bool = False) -> float:
-    """Seconds as float from a number or timedelta; positive and finite."""
-    if type(value) is float and 0.0 < value < math.inf:  # the common case, checked per message by readers
+    """Seconds as float from a number or timedelta; positive (or zero when allowed), at most MAX_SECONDS."""
+    if type(value) is float and 0.0 < value <= MAX_SECONDS:  # the common case, checked per message by readers
         return value
     if isinstance(value, timedelta):
         seconds = value.total_seconds()
@@ -115,6 +136,8 @@ def to_seconds(field: str, value: object, *, allow_zero: bool = False) -> float:
         raise InvalidArgumentError(field, f"must be a finite number of seconds, got {value!r}")
     if seconds < 0 or (seconds == 0 and not allow_zero):
         raise InvalidArgumentError(field, f"must be {'>= 0' if allow_zero else '> 0'} seconds, got {value!r}")
+    if seconds > MAX_SECONDS:
+        raise InvalidArgumentError(field, f"must be at most {MAX_SECONDS:.0f} seconds (292 years), got {value!r}")
     return seconds
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from . import errors
@@ -179,8 +180,12 @@ class Client:
                 f"drain: {left} buffered messages were not read within {seconds:g}s and were dropped"
             )
 
-    def close(self, timeout: float = 5.0) -> None:
-        """Close the connection. Threads blocked in calls raise ConnectionClosedError; our threads are joined."""
+    def close(self, timeout: float | timedelta = 5.0) -> None:
+        """Close the connection. Threads blocked in calls raise ConnectionClosedError; our threads are joined.
+
+        ``timeout`` (seconds or a timedelta, >= 0) bounds each wait of the close; a bad one raises
+        InvalidArgumentError / InvalidTypeError before anything changes.
+        """
         self._runtime.close(timeout)
 
 

@@ -93,8 +93,9 @@ def parse_header_block(raw: bytes) -> tuple[int | None, str, Headers]:
 def _check_key(key: object) -> bytes:
     if not isinstance(key, str):
         raise InvalidTypeError("headers", f"keys must be str, got {type(key).__name__}")
+    # header keys are ASCII tokens: anything else is refused, not replaced (that would merge distinct keys)
     encoded = key.encode("ascii", "replace")
-    if not key or any(c <= 32 or c >= 127 or c == 58 for c in encoded):
+    if not key or not key.isascii() or any(c <= 32 or c >= 127 or c == 58 for c in encoded):
         raise InvalidArgumentError("headers", f"key {key!r} must be non-empty printable ASCII without spaces or ':'")
     return encoded
 
@@ -104,7 +105,10 @@ def _check_value(key: str, value: object) -> bytes:
         raise InvalidTypeError("headers", f"value of {key!r} must be str, got {type(value).__name__}")
     if "\r" in value or "\n" in value:
         raise InvalidArgumentError("headers", f"value of {key!r} must not contain CR or LF")
-    return value.encode()
+    try:
+        return value.encode()
+    except UnicodeEncodeError as exc:
+        raise InvalidArgumentError("headers", f"value of {key!r} is not valid Unicode text ({exc.reason})") from None
 
 
 def _values(key: str, value: object) -> Iterable[object]:

@@ -19,7 +19,7 @@ from ._protocol import (
     not_numeric_ack_subject,
     term_payload,
 )
-from ._validate import check_timeout, to_seconds
+from ._validate import check_line, check_timeout, to_seconds
 from .errors import InvalidAckSubjectError
 from .headers import Headers, parse_header_block
 
@@ -197,7 +197,10 @@ class Msg:
         self._terminal(nak_payload(delay_ns))
 
     def term(self, reason: str | None = None) -> None:
-        """Stop redelivery of this message for good."""
+        """Stop redelivery of this message for good. ``reason`` (one line of text) is recorded in the server's
+        advisory."""
+        if reason is not None:
+            check_line("reason", reason)
         self._terminal(term_payload(reason))
 
     def in_progress(self) -> None:

@@ -32,9 +32,24 @@ EventCallback = Callable[[], object]
 
 def _servers(value: object) -> tuple[str, ...]:
     servers = (value,) if isinstance(value, str) else tuple(value) if isinstance(value, Sequence) else ()
-    if not servers or not all(isinstance(s, str) and s.strip() for s in servers):
-        raise errors.InvalidArgumentError("servers", f"must be a URL or a list of URLs, got {value!r}")
+    if not servers:
+        raise errors.InvalidArgumentError("servers", f"must be a URL or a list of URLs, got {_shown(value)}")
+    for index, server in enumerate(servers):
+        if not isinstance(server, str) or not server.strip():
+            # only the faulty entry is shown, and never another entry's credentials
+            raise errors.InvalidArgumentError(
+                "servers", f"entry {index} must be a non-empty URL string, got {_shown(server)}"
+            )
     return servers
+
+
+def _shown(value: object) -> str:
+    """``value`` for an error message, with credentials in a URL (``user:password@``, ``token@``) redacted."""
+    if isinstance(value, str):
+        return repr(redact_url(value))
+    if isinstance(value, Sequence):
+        return f"a {type(value).__name__} of {len(value)}"
+    return type(value).__name__
 
 
 def _existing_file(field: str, value: object) -> str | None:

@@ -18,10 +18,12 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Coroutine
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .. import errors
 from .._protocol import Command, encode_pub
+from .._validate import to_seconds
 from ._buffer import MessageBuffer
 from ._io import IOLoop
 from ._mux import RawReply, ReplyHandler, ReplyWaiter, RequestMux
@@ -464,8 +466,13 @@ class Runtime:
         self._threads.add(thread)
 
     # -- closing ----------------------------------------------------------------------------------------
-    def close(self, timeout: float = 5.0) -> None:
-        """Close the connection. Threads blocked in calls raise ConnectionClosedError; our threads are joined."""
+    def close(self, timeout: float | timedelta = 5.0) -> None:
+        """Close the connection. Threads blocked in calls raise ConnectionClosedError; our threads are joined.
+
+        ``timeout`` (seconds, >= 0) bounds each wait of the close; it is checked before anything changes, so a
+        bad one leaves the client open and a later close() still works.
+        """
+        seconds = to_seconds("timeout", timeout, allow_zero=True)
         with self._close_lock:
             if self._closed:
                 return
@@ -482,18 +489,18 @@ class Runtime:
                 log.exception("closing %r failed", closeable)
         if not self._io.closed and not self._io.in_io_thread:
             try:
-                self._io.call(self._close_async(), timeout, "close")
+                self._io.call(self._close_async(), seconds, "close")
             except (errors.JetStreamError, OSError):
                 log.debug("close: the connection did not close cleanly", exc_info=True)
             except Exception:  # a nats-py bug in its own close must not leave our threads running
                 log.warning("close: nats-py failed while closing the connection", exc_info=True)
-        self._shutdown_threads(timeout)
+        self._shutdown_threads(seconds)
         if not self._io.thread.is_alive():
             self._mux.fail_all(errors.ConnectionClosedError)  # whatever the IO thread did not get to
-        self._join_threads(time.monotonic() + timeout)
+        self._join_threads(time.monotonic() + seconds)
         if self.options.closed_callback is not None:
             self._watchdog.call_soon(self.options.closed_callback)
-        self._watchdog.stop(timeout)
+        self._watchdog.stop(seconds)
 
     async def _close_async(self) -> None:
         self._outbound.drain_now()

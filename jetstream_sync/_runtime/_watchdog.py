@@ -94,8 +94,10 @@ class Watchdog:
                 return
             try:
                 timer.fn()
-            except Exception:
-                log.exception("a jetstream_sync callback raised")
+            except BaseException:
+                # SystemExit or KeyboardInterrupt raised by a user callback would otherwise end this thread, and
+                # with it every later callback, heartbeat check and the close after reconnects run out
+                log.exception("a jetstream_sync callback raised; the watchdog goes on")
 
     def stop(self, timeout: float) -> None:
         """Run callbacks already due, drop future timers, and join the thread."""

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import timedelta
 
 import pytest
 
@@ -307,3 +308,39 @@ def test_drain_delivers_buffered_then_closes(nats_server):
     reader.join(2)
     assert nc.is_closed
     assert got == [bytes([i]) for i in range(5)]
+
+
+@pytest.mark.parametrize("bad", [None, float("nan"), -1, 1e10, "5"])
+def test_a_bad_close_timeout_changes_nothing(nats_server, bad):
+    """Refused before anything changes: the client stays open and usable, and a later close() works."""
+    before = set(our_threads())
+    nc = jetstream_sync.connect(nats_server.url)
+    with pytest.raises((errors.InvalidArgumentError, errors.InvalidTypeError), match="timeout"):
+        nc.close(timeout=bad)
+    assert not nc.is_closed
+    nc.flush(timeout=2)
+    nc.close(timeout=timedelta(seconds=2))
+    assert nc.is_closed
+    wait_until(lambda: set(our_threads()) <= before, timeout=5)
+
+
+@pytest.mark.parametrize("exc", [SystemExit, KeyboardInterrupt, RuntimeError])
+def test_a_callback_raising_anything_does_not_end_the_watchdog(nats_server_function, exc, caplog):
+    """A disconnected callback that raises SystemExit must not stop the thread the reconnected callback (and
+    every heartbeat check) runs on."""
+    reconnected = threading.Event()
+
+    def on_disconnect() -> None:
+        raise exc("from a user callback")
+
+    with jetstream_sync.connect(
+        nats_server_function.url,
+        reconnect_wait=0.1,
+        max_reconnect_attempts=-1,
+        disconnected_callback=on_disconnect,
+        reconnected_callback=reconnected.set,
+    ) as nc:
+        nats_server_function.restart()
+        assert reconnected.wait(10), "the reconnected callback never ran"
+        assert nc._runtime._watchdog.thread.is_alive()
+    assert "the watchdog goes on" in caplog.text

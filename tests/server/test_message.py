@@ -101,6 +101,12 @@ def test_bad_ack_arguments(js, client, stream, explicit):
         msg.nak(delay="later")
     with pytest.raises(ValueError):
         msg.ack_sync(timeout=0)
+    with pytest.raises(errors.InvalidTypeError, match="reason"):
+        msg.term(reason=5)
+    with pytest.raises(errors.InvalidArgumentError, match="reason"):
+        msg.term(reason="two\r\nlines")
+    with pytest.raises(errors.InvalidArgumentError, match="reason"):
+        msg.term(reason="\udc80")
     assert not msg.is_acked
     msg.ack_sync()
 

@@ -92,3 +92,16 @@ def test_secrets_stay_out_of_repr():
 def test_tls_context_is_kept():
     ctx = ssl.create_default_context()
     assert ConnectOptions(tls=ctx).tls is ctx
+
+
+@pytest.mark.parametrize("bad", ["", "  ", None, 5])
+def test_a_bad_server_entry_is_named_without_showing_another_entrys_credentials(bad):
+    with pytest.raises(errors.InvalidArgumentError, match="entry 1") as info:
+        ConnectOptions(servers=["nats://alice:s3cr3t@127.0.0.1:4222", bad])
+    assert "s3cr3t" not in str(info.value) and "alice" not in str(info.value)
+
+
+def test_a_bad_servers_value_is_shown_redacted():
+    with pytest.raises(errors.InvalidArgumentError) as info:
+        ConnectOptions(servers=[])
+    assert "list of 0" in str(info.value)
