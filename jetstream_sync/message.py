@@ -103,6 +103,7 @@ class Msg:
     """
 
     __slots__ = (
+        "_ack_unconfirmed",
         "_acked",
         "_header_block",
         "_headers",
@@ -133,6 +134,7 @@ class Msg:
         self._metadata: MsgMetadata | None = None
         self._sender = sender
         self._acked = ack_none
+        self._ack_unconfirmed = False  # acked by a coalesced ack() that the server has not confirmed
         if size < 0:
             size = len(subject) + len(reply) + len(data) + (len(raw_headers) if raw_headers else 0)
         #: the size the server counts against max_bytes: subject + reply + headers + payload (ADR-37)
@@ -179,8 +181,9 @@ class Msg:
         if self._acked:
             return
         sender = self._ack_sender()
+        sender.send_ack(self.reply, payload)  # marked only once it was handed over: a failed send can be retried
         self._acked = True
-        sender.send_ack(self.reply, payload)
+        self._ack_unconfirmed = payload == ACK
 
     @property
     def is_acked(self) -> bool:
@@ -241,10 +244,15 @@ class Msg:
         return MessageBatch(pull, time.monotonic() + wait + (0.0 if plain else 1.0))
 
     def ack_sync(self, timeout: float | timedelta | None = None) -> None:
-        """Acknowledge and wait until the server confirms it (double ack)."""
-        if self._acked:
+        """Acknowledge and wait until the server confirms it (double ack).
+
+        After an ``ack()`` it still asks the server (the coalesced ack may not have reached it, and the server
+        answers a repeated ack); after a ``nak`` or ``term``, or a confirmed ack, it does nothing.
+        """
+        if self._acked and not self._ack_unconfirmed:
             return
         sender = self._ack_sender()
         seconds = check_timeout(timeout, sender.default_timeout)
         sender.request_ack(self.reply, ACK, seconds)
         self._acked = True
+        self._ack_unconfirmed = False

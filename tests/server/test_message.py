@@ -119,3 +119,32 @@ def test_core_message_cannot_be_acked(client):
         msg.ack()
     with pytest.raises(errors.InvalidAckSubjectError):
         _ = msg.metadata
+
+
+def test_an_ack_that_could_not_be_sent_leaves_the_message_unacked(nats_server, js, stream, explicit):
+    """ADR-15: the terminal mark comes after a successful send; a later ack_sync then really acks."""
+    import jetstream_sync
+
+    publish_n(js, stream, 1)
+    other = jetstream_sync.connect(nats_server.url)
+    (msg,) = pull(other, stream.name, "c", 1)
+    other.close()
+    with pytest.raises(errors.ConnectionClosedError):
+        msg.ack()
+    assert not msg.is_acked
+    with pytest.raises(errors.ConnectionClosedError):
+        msg.ack_sync()  # asks, since nothing was acknowledged: and the client is closed
+    assert explicit.info().num_ack_pending == 1
+
+
+def test_ack_sync_after_ack_confirms_with_the_server(js, client, stream, explicit):
+    publish_n(js, stream, 1)
+    (msg,) = pull(client, stream.name, "c", 1)
+    msg.ack()
+    client.flush()
+    sent = client.stats["out_msgs"]
+    msg.ack_sync()  # the server answers a repeated ack
+    assert client.stats["out_msgs"] == sent + 1
+    msg.ack_sync()  # confirmed now: nothing more to ask
+    assert client.stats["out_msgs"] == sent + 1
+    assert explicit.info().num_ack_pending == 0
