@@ -147,11 +147,17 @@ def check_timeout(value: object, default: float, field: str = "timeout") -> floa
     return to_seconds(field, value)
 
 
+#: The largest integer the server reads (a Go int64): larger ones would be sent and refused there.
+MAX_INT = 2**63 - 1
+
+
 def check_int(field: str, value: object, *, minimum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidTypeError(field, f"must be an int, got {type(value).__name__}")
     if minimum is not None and value < minimum:
         raise InvalidArgumentError(field, f"must be >= {minimum}, got {value}")
+    if value > MAX_INT:
+        raise InvalidArgumentError(field, f"must be at most {MAX_INT} (what the server reads), got {value}")
     return value
 
 

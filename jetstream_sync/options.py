@@ -64,7 +64,26 @@ def _existing_file(field: str, value: object) -> str | None:
 
 
 def _credentials(value: object) -> str | None:
-    return _existing_file("credentials", value)
+    """A .creds file holding a user JWT and its seed (what ``nsc`` writes); checked by its markers only, so no
+    secret is read into a message. A seed alone belongs in ``nkey_seed_file``."""
+    path = _existing_file("credentials", value)
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as file:
+            text = file.read()
+    except OSError as exc:
+        raise errors.InvalidArgumentError("credentials", f"file {path!r} cannot be read: {exc.strerror}") from None
+    if b"BEGIN NATS USER JWT" not in text:
+        hint = "; a file with only a seed goes in nkey_seed_file=" if b"BEGIN USER NKEY SEED" in text else ""
+        raise errors.InvalidArgumentError(
+            "credentials", f"file {path!r} holds no user JWT (-----BEGIN NATS USER JWT-----){hint}"
+        )
+    if b"BEGIN USER NKEY SEED" not in text:
+        raise errors.InvalidArgumentError(
+            "credentials", f"file {path!r} holds no user seed (-----BEGIN USER NKEY SEED-----)"
+        )
+    return path
 
 
 def _nkey_seed_file(value: object) -> str | None:

@@ -493,5 +493,18 @@ def connect_failure(
     if tls and isinstance(cause, ConnectionError) and not isinstance(cause, ConnectionRefusedError):
         message = f"TLS handshake with {where} failed: the server closed the connection ({cause}); {_TLS_HINT}"
         return errors.NoServersError(message), cause
-    message = f"could not connect to {where}: {cause or type(cause).__name__}; check the URL and that nats-server runs"
+    message = f"could not connect to {where}: {_reason(cause)}; check the URL and that nats-server runs"
     return errors.NoServersError(message), cause
+
+
+def _reason(exc: BaseException) -> str:
+    """An error's text for a message; a timeout (which has none) says what timed out."""
+    text = str(exc).strip()
+    if text:
+        return text
+    if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
+        return (
+            "timed out (connect_timeout): the address accepted the connection but no NATS handshake completed; "
+            "is it a NATS server's client port, and is nothing in between holding the connection?"
+        )
+    return type(exc).__name__

@@ -62,6 +62,7 @@ CASES = [
     ("js.publish subject lone surrogate", lambda c: c.js.publish(f"{c.s}.\udc80", b""), V),
     ("js.publish header value lone surrogate", lambda c: c.js.publish(f"{c.s}.a", b"", headers={"K": "\ud800"}), V),
     ("fetch expires 1e12", lambda c: c.cons.fetch(1, expires=1e12), V),
+    ("fetch 2**63 messages", lambda c: c.cons.fetch(2**63, expires=1), V),
     (
         "js.publish_async above max_payload",
         lambda c: c.js.publish_async(f"{c.s}.a", b"x" * (c.nc.max_payload + 1)),

@@ -44,6 +44,18 @@ def test_connect_to_nothing_fails_fast_with_clear_error(unused_port):
     wait_until(lambda: not our_threads(), timeout=2)
 
 
+def test_a_listener_that_never_speaks_times_out_with_a_reason():
+    """A port that accepts connections but sends no INFO: the error says the handshake timed out."""
+    import socket
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        port = silent.getsockname()[1]
+        with pytest.raises(errors.NoServersError, match=r"timed out \(connect_timeout\).*NATS handshake"):
+            jetstream_sync.connect(f"nats://127.0.0.1:{port}", connect_timeout=0.5, max_reconnect_attempts=0)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "field"),
     [

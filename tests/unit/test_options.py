@@ -105,3 +105,30 @@ def test_a_bad_servers_value_is_shown_redacted():
     with pytest.raises(errors.InvalidArgumentError) as info:
         ConnectOptions(servers=[])
     assert "list of 0" in str(info.value)
+
+
+SEED_BLOCK = "-----BEGIN USER NKEY SEED-----\nSUAXYZ\n------END USER NKEY SEED------\n"
+JWT_BLOCK = "-----BEGIN NATS USER JWT-----\neyJ0eXAi\n------END NATS USER JWT------\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        (SEED_BLOCK, "no user JWT.*nkey_seed_file"),
+        (JWT_BLOCK, "no user seed"),
+        ("", "no user JWT"),
+    ],
+)
+def test_a_credentials_file_without_its_parts_is_refused_up_front(tmp_path, text, match):
+    creds = tmp_path / "user.creds"
+    creds.write_text(text)
+    with pytest.raises(errors.InvalidArgumentError, match=match) as info:
+        ConnectOptions(credentials=str(creds))
+    assert info.value.field == "credentials"
+    assert "SUAXYZ" not in str(info.value)
+
+
+def test_a_complete_credentials_file_is_accepted(tmp_path):
+    creds = tmp_path / "user.creds"
+    creds.write_text(JWT_BLOCK + SEED_BLOCK)
+    assert ConnectOptions(credentials=str(creds)).credentials == str(creds)

@@ -276,7 +276,8 @@ class ConsumeContext:
     """A running consume(): the handler runs serially on this consume's own thread.
 
     ``closed`` is set once the consume ended (stop, drain, terminal error or client close) and its thread
-    finished the message in hand. A handler that raises reports to ``error_handler``; the consume goes on.
+    finished the message in hand. A handler that raises an Exception reports to ``error_handler``; the consume
+    goes on. One that raises SystemExit or KeyboardInterrupt ends the consume, with the exception in ``error``.
     """
 
     def __init__(self, source: DeliverySource, handler: Callable[[Msg], object]) -> None:
@@ -310,6 +311,10 @@ class ConsumeContext:
                         self._handler(msg)
                     except Exception as exc:
                         source.report(exc)
+                    except BaseException as exc:  # SystemExit, KeyboardInterrupt: the handler asked to stop
+                        log.warning("consume %s: the handler raised %r; the consume ends", source.label, exc)
+                        self.error = exc
+                        return
         finally:
             source.stop()
             self.closed.set()

@@ -170,6 +170,24 @@ def test_handler_exceptions_reach_the_error_handler_and_consume_goes_on(js, stre
     ctx.wait(5)
 
 
+@pytest.mark.parametrize("exc", [SystemExit, KeyboardInterrupt])
+def test_a_handler_raising_systemexit_ends_the_consume_with_the_error(js, stream, cons, exc):
+    publish(js, f"{stream.name}.a", 5)
+    handled = []
+
+    def handler(msg):
+        handled.append(msg)
+        msg.ack()
+        if len(handled) == 2:
+            raise exc("stop here")
+
+    ctx = cons.consume(handler)
+    ctx.wait(5)
+    assert ctx.closed.is_set()
+    assert isinstance(ctx.error, exc)
+    assert len(handled) == 2
+
+
 def test_consume_drain_handles_the_buffer_then_closes(js, stream, cons):
     publish(js, f"{stream.name}.a", 100)
     gate = threading.Event()
