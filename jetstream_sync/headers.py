@@ -94,8 +94,8 @@ def _check_key(key: object) -> bytes:
     if not isinstance(key, str):
         raise InvalidTypeError("headers", f"keys must be str, got {type(key).__name__}")
     # header keys are ASCII tokens: anything else is refused, not replaced (that would merge distinct keys)
-    encoded = key.encode("ascii", "replace")
-    if not key or not key.isascii() or any(c <= 32 or c >= 127 or c == 58 for c in encoded):
+    encoded = key.encode("ascii") if key.isascii() else b""
+    if not encoded or any(c <= 32 or c >= 127 or c == 58 for c in encoded):
         raise InvalidArgumentError("headers", f"key {key!r} must be non-empty printable ASCII without spaces or ':'")
     return encoded
 

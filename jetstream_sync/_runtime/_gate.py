@@ -145,11 +145,8 @@ class SocketGate:
         try:
             try:
                 sent = sock.send(data)
-            except (BlockingIOError, InterruptedError):
-                settled = True
-                return False
-            except OSError:  # the connection is breaking: the IO thread hears of it (and logs it) and reconnects
-                settled = True
+            except OSError:  # full (BlockingIOError), interrupted, or breaking: the IO thread hears of a broken
+                settled = True  # connection on its own (and logs it); the caller queues the request instead
                 return False
             self.direct_writes += 1
             if sent < len(data):

@@ -355,10 +355,8 @@ class NatsConnection(nats.aio.client.Client):
         return not self._pending_data_size and self.is_connected
 
     def count_direct(self, size: int) -> None:
-        """Gate lock held: count one command a user thread wrote itself."""
-        stats = self.stats
-        stats["out_msgs"] += 1
-        stats["out_bytes"] += size
+        """Count one command a user thread wrote itself."""
+        self._count_out([], size, 1)
 
     def _count_out(self, commands: list[bytes], size: int, count: int) -> None:
         """nats-py's own publish path counts these; ours bypasses it, so it counts here (count: messages).
