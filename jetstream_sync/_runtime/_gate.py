@@ -37,7 +37,7 @@ __all__ = ["SocketGate"]
 log = logging.getLogger("jetstream_sync")
 
 #: what a bound transport must have: its socket, the callbacks the gate wraps, and the state it reads
-_TRANSPORT_MEMBERS = ("_sock", "_write_ready", "_call_connection_lost", "get_write_buffer_size", "is_closing")
+_TRANSPORT_MEMBERS = ("_sock", "_buffer", "_write_ready", "_call_connection_lost", "is_closing")
 
 
 class SocketGate:
@@ -133,7 +133,9 @@ class SocketGate:
             or self._sending
             or self._tail is not None
             or transport.is_closing()
-            or transport.get_write_buffer_size()
+            # Only whether the transport holds anything: a truth test of its buffer is atomic, while
+            # get_write_buffer_size() iterates it (a deque on 3.12+), which another thread may be changing.
+            or transport._buffer
         ):
             return False
         # A Python signal handler runs on the main thread between two bytecodes, so it can interrupt this method

@@ -302,11 +302,16 @@ class NatsConnection(nats.aio.client.Client):
             await sub.unsubscribe()
 
     def unwritten_bytes(self) -> int:
-        """Bytes not yet handed to the socket: nats-py's pending list, the transport's buffer and the tail of a
-        partial direct write."""
+        """IO thread: bytes not yet handed to the socket: nats-py's pending list, the transport's buffer and the
+        tail of a partial direct write. Not from another thread: asyncio's buffer is not safe to read there."""
         writer = self._tcp_writer()
         buffered = writer.transport.get_write_buffer_size() if writer is not None else 0
         return int(self._pending_data_size) + int(buffered) + self.gate.tail_size
+
+    def reconnect_buffered(self) -> int:
+        """Any thread: bytes nats-py keeps for the next connection (its pending list). While disconnected only
+        these count against the reconnect buffer: what the lost socket's transport still held is lost with it."""
+        return int(self._pending_data_size)
 
     def _tcp_writer(self) -> asyncio.StreamWriter | None:
         transport = self._transport

@@ -48,7 +48,7 @@ class Outbound:
     def put(self, command: Command) -> None:
         """Queue one message's command (bytes, or the parts of a large one)."""
         size = len(command) if isinstance(command, bytes) else sum(len(part) for part in command)
-        if not self._nc.is_connected and self._nc.unwritten_bytes() + self._queued + size > self._reconnect_buffer:
+        if not self._nc.is_connected and self._nc.reconnect_buffered() + self._queued + size > self._reconnect_buffer:
             if self._nc.is_closed or self._io.closed:
                 raise errors.ConnectionClosedError()
             raise errors.NotConnectedError(

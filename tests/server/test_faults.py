@@ -53,11 +53,22 @@ def test_restart_during_publish_async_bursts_stores_each_message_once(nats_serve
                 except (errors.NotConnectedError, errors.PublishBackpressureError):
                     time.sleep(0.02)  # back-off while the server restarts or the window is full
 
-        producer = threading.Thread(target=lambda: [submit(i) for i in range(total)])
+        raised: list[BaseException] = []
+
+        def produce() -> None:
+            try:
+                for i in range(total):
+                    submit(i)
+            except BaseException as exc:  # any other error is a failure of publish_async: kept for the assert
+                raised.append(exc)
+
+        producer = threading.Thread(target=produce)
         producer.start()
         wait_until(lambda: acked[0] >= 5_000, timeout=30)
         server.restart()
         producer.join(60)
+        assert not raised, f"publish_async raised {raised[0]!r} during the restart"
+        assert not producer.is_alive(), f"the producer was stuck after {len(futures)} publishes"
         _, not_done = concurrent.futures.wait(futures.values(), timeout=30)
         assert not not_done, f"{len(not_done)} futures never resolved"
         failed = [i for i, f in futures.items() if f.exception() is not None]
