@@ -31,6 +31,9 @@ def check_name(field: str, value: object) -> str:
         )
     if not value.isprintable():
         raise InvalidArgumentError(field, f"{value!r} contains control characters")
+    too_long = _too_long(value, MAX_SUBJECT_BYTES)
+    if too_long is not None:
+        raise InvalidArgumentError(field, too_long)
     return value
 
 
@@ -53,10 +56,49 @@ def check_bucket_name(field: str, value: object) -> str:
     return value
 
 
+#: The longest protocol line the server reads (its ``max_control_line`` default, 4 KiB; INFO does not announce
+#: it). A longer one is a protocol error after which the server drops the connection.
+MAX_CONTROL_LINE = 4096
+#: The longest subject, name or queue group: room is left on the line for the verb, our reply inbox (its prefix
+#: is at most MAX_INBOX_PREFIX) and the two lengths.
+MAX_SUBJECT_BYTES = 3584
+MAX_INBOX_PREFIX = 256
+# what a control line holds besides its subject-like parts: "HPUB ", the spaces, two lengths and the sid
+_LINE_OVERHEAD = 48
+
+
+def _too_long(value: str, limit: int) -> str | None:
+    """The problem with ``value`` when its UTF-8 form is longer than ``limit`` bytes (quoted short)."""
+    if len(value) * 4 <= limit:  # UTF-8 takes at most 4 bytes a character: no need to encode
+        return None
+    size = len(value.encode("utf-8", "surrogatepass"))
+    if size <= limit:
+        return None
+    return (
+        f"{value[:32]!r}... is {size} bytes; at most {limit} fit the server's {MAX_CONTROL_LINE}-byte protocol "
+        "line (a longer one makes the server drop the connection)"
+    )
+
+
+def check_control_line(field: str, *parts: str) -> None:
+    """Subject-like parts that go on one protocol line together (a subject and a reply, or a subject and a
+    queue group): refused when the line would pass the server's limit."""
+    size = sum(len(part.encode("utf-8", "surrogatepass")) for part in parts) + _LINE_OVERHEAD
+    if size > MAX_CONTROL_LINE:
+        raise InvalidArgumentError(
+            field,
+            f"with the rest of its protocol line it is {size} bytes; the server reads at most {MAX_CONTROL_LINE} "
+            "(shorten it, or what goes with it)",
+        )
+
+
 @lru_cache(maxsize=4096)
 def _subject_problem(subject: str, wildcards: bool) -> str | None:
     if not subject:
         return "must not be empty"
+    too_long = _too_long(subject, MAX_SUBJECT_BYTES)
+    if too_long is not None:
+        return too_long
     for ch in subject:
         if ch.isspace():
             return f"{subject!r} contains whitespace"
@@ -103,6 +145,9 @@ def check_queue(field: str, value: object) -> str:
         raise InvalidTypeError(field, f"must be a str, got {type(value).__name__}")
     if not value or any(ch.isspace() for ch in value):
         raise InvalidArgumentError(field, f"{value!r} must be non-empty and free of whitespace")
+    too_long = _too_long(value, MAX_SUBJECT_BYTES)
+    if too_long is not None:
+        raise InvalidArgumentError(field, too_long)
     return value
 
 

@@ -15,7 +15,16 @@ from typing import TYPE_CHECKING, Any
 from . import errors
 from ._protocol import encode_pub_parts, reply_encoder
 from ._runtime import Runtime, redact_url
-from ._validate import check_queue, check_subject, check_timeout, options_from, prepare_message, subject_bytes
+from ._validate import (
+    MAX_SUBJECT_BYTES,
+    check_control_line,
+    check_queue,
+    check_subject,
+    check_timeout,
+    options_from,
+    prepare_message,
+    subject_bytes,
+)
 from .headers import HeadersInput
 from .message import Msg
 from .options import DEFAULT_URL, ConnectOptions
@@ -111,6 +120,8 @@ class Client:
         runtime.check_usable()
         reply_b = subject_bytes(reply, "reply") if reply else b""
         subj, hdr, payload = prepare_message(subject, data, headers, runtime.max_payload)
+        if len(subj) + len(reply_b) > MAX_SUBJECT_BYTES:  # each fits alone; together they must fit one line
+            check_control_line("reply", subject, reply or "")
         runtime.send(encode_pub_parts(subj, reply_b, hdr, payload))
 
     def request(

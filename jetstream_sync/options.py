@@ -17,7 +17,7 @@ import attrs
 
 from . import errors
 from ._runtime import redact_url
-from ._validate import check_subject, to_seconds
+from ._validate import MAX_INBOX_PREFIX, check_subject, to_seconds
 
 __all__ = ["DEFAULT_URL", "ConnectOptions", "ErrorCallback", "EventCallback"]
 
@@ -112,7 +112,14 @@ def _timeout(value: object) -> float:
 
 
 def _inbox_prefix(value: object) -> str:
-    return check_subject("inbox_prefix", value)
+    """Every reply subject starts with it, so it is kept short enough for any protocol line to fit."""
+    prefix = check_subject("inbox_prefix", value)
+    size = len(prefix.encode())
+    if size > MAX_INBOX_PREFIX:
+        raise errors.InvalidArgumentError(
+            "inbox_prefix", f"is {size} bytes; at most {MAX_INBOX_PREFIX} (every reply subject starts with it)"
+        )
+    return prefix
 
 
 def _int(minimum: int | None, hint: str) -> Callable[[object, attrs.Attribute[Any], object], None]:

@@ -124,8 +124,12 @@ class IOLoop:
             notify()
 
     def cancel_calls(self) -> None:
-        """Wake every thread blocked in ``call``; they raise ConnectionClosedError."""
+        """Refuse new calls and wake every thread blocked in ``call``; they raise ConnectionClosedError."""
         self._closed = True
+        self.wake_callers()
+
+    def wake_callers(self) -> None:
+        """Wake every thread blocked in ``call`` now (they raise ConnectionClosedError); new calls still run."""
         for fut in list(self._calls):
             fut.cancel()
 

@@ -55,6 +55,10 @@ __all__ = [
 
 log = logging.getLogger("jetstream_sync")
 
+# close(): how often the unsent backlog is looked at, and how long it may stay unmoved before the rest is dropped
+_CLOSE_POLL = 0.02
+_CLOSE_STALL = 0.5
+
 # (subject, reply, payload, raw header block or None), all as received.
 Handler = Callable[[bytes, bytes, bytes, "bytes | None"], None]
 
@@ -414,6 +418,46 @@ class NatsConnection(nats.aio.client.Client):
         """The reconnect policy once connected (the first connect runs with a fail-fast one)."""
         self.options["max_reconnect_attempts"] = max_attempts
         self.options["reconnect_time_wait"] = wait
+
+    async def close_promptly(self, timeout: float) -> None:
+        """IO thread: close, writing out what is unsent while the socket takes it, but never waiting on a stall.
+
+        nats-py's close waits, without a bound, for the socket to take everything buffered: on a stalled link
+        it would hold close() for its whole timeout and leave the socket open behind it. Here nats-py's pending
+        bytes go to the transport first (so its close has nothing to drain), and while it closes, the transport
+        is aborted once its buffer stopped shrinking for ``_CLOSE_STALL`` seconds or ``timeout`` passed: what
+        was unsent is dropped (and logged) and the socket is closed when close() returns.
+        """
+        writer = self._tcp_writer()
+        transport = writer.transport if writer is not None else None
+        with self.gate.lock:
+            self.gate.flush_tail()  # the end of a partial direct write goes before anything else
+        if transport is not None and self.is_connected and self._pending and not transport.is_closing():
+            self._transport.writelines(self._pending)
+            self._pending = []
+            self._pending_data_size = 0
+        loop = asyncio.get_running_loop()
+        closing = loop.create_task(self.close())
+        deadline = loop.time() + timeout
+        unsent = transport.get_write_buffer_size() if transport is not None else 0
+        moved = loop.time()
+        try:
+            while transport is not None and not closing.done():
+                await asyncio.wait({closing}, timeout=_CLOSE_POLL)
+                now, left = loop.time(), transport.get_write_buffer_size()
+                if left < unsent:
+                    unsent, moved = left, now
+                elif left and (now - moved >= _CLOSE_STALL or now >= deadline):
+                    log.warning(
+                        "close: the connection took nothing for %.1fs; dropped %d unsent bytes", now - moved, left
+                    )
+                    transport.abort()
+                    break
+            await closing
+        finally:
+            if transport is not None and not closing.done():  # cancelled (close()'s timeout): the socket still closes
+                closing.cancel()
+                transport.abort()
 
     async def flush_or_raise(self, timeout: float) -> None:
         """PING/PONG round trip; our TimeoutError or ConnectionClosedError instead of nats-py's."""

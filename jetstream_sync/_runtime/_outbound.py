@@ -25,12 +25,15 @@ _WRITE_HIGH_WATER = 512 * 1024
 class Outbound:
     """Coalesces publishes and acks from any thread into one IO-thread hand-off per burst.
 
-    Back-pressure: a thread that finds more than ``high_water`` bytes queued waits until the IO thread
-    has taken them. While disconnected, nats-py buffers up to ``reconnect_buffer`` bytes for the
-    reconnect; beyond that a publish fails at once with NotConnectedError.
+    Back-pressure: a thread that finds more than ``high_water`` bytes queued waits until the IO thread has taken
+    them, at most its call's timeout (by default ``default_timeout``, the client's), and then raises
+    TimeoutError with nothing of its command queued. While disconnected, nats-py buffers up to
+    ``reconnect_buffer`` bytes for the reconnect; beyond that a publish fails at once with NotConnectedError.
     """
 
-    def __init__(self, io: IOLoop, nc: NatsConnection, *, high_water: int, reconnect_buffer: int) -> None:
+    def __init__(
+        self, io: IOLoop, nc: NatsConnection, *, high_water: int, reconnect_buffer: int, default_timeout: float
+    ) -> None:
         self._io = io
         self._nc = nc
         self._cond = threading.Condition(threading.Lock())
@@ -43,10 +46,15 @@ class Outbound:
         self._waiters = 0
         self._high_water = high_water
         self._reconnect_buffer = reconnect_buffer
-        self.stall_timeout = 30.0
+        self.default_timeout = default_timeout
+        self._closed = False
 
-    def put(self, command: Command) -> None:
-        """Queue one message's command (bytes, or the parts of a large one)."""
+    def put(self, command: Command, timeout: float | None = None) -> None:
+        """Queue one message's command (bytes, or the parts of a large one).
+
+        Behind a backlog over high water, waits at most ``timeout`` seconds (None: the client's timeout) for the
+        IO thread to take it; TimeoutError then, before anything of ``command`` was queued.
+        """
         size = len(command) if isinstance(command, bytes) else sum(len(part) for part in command)
         if not self._nc.is_connected and self._nc.reconnect_buffered() + self._queued + size > self._reconnect_buffer:
             if self._nc.is_closed or self._io.closed:
@@ -56,6 +64,8 @@ class Outbound:
                 "wait for the reconnect (is_connected) or raise pending_size in connect()"
             )
         with self._cond:
+            if self._queued > self._high_water and not self._io.in_io_thread:  # the IO thread cannot wait on itself
+                self._wait_below_high_water(self.default_timeout if timeout is None else timeout)
             if isinstance(command, bytes):
                 self._queue.append(command)
             else:
@@ -64,13 +74,10 @@ class Outbound:
             self._count += 1
             schedule = not self._scheduled
             self._scheduled = True
-            backed_up = self._queued > self._high_water
         if schedule:
             self._io.post(self.drain_now)
-        if backed_up:
-            self._wait_below_high_water()
 
-    def put_waiting(self, command: Command) -> None:
+    def put_waiting(self, command: Command, timeout: float | None = None) -> None:
         """Queue a command whose sender waits for its reply next (a synchronous request).
 
         When nothing is queued before it anywhere, the calling thread writes it to the socket itself through the
@@ -86,36 +93,37 @@ class Outbound:
                     return
             finally:
                 gate.lock.release()
-        self.put(command)
+        self.put(command, timeout)
 
-    def _wait_below_high_water(self) -> None:
-        with self._cond:
-            self._waiters += 1
-            try:
-                wait_while(
-                    self._cond,
-                    lambda: self._queued > self._high_water,
-                    self.stall_timeout,
-                    closed=lambda: self._io.closed,
-                    timed_out=lambda: errors.TimeoutError(
-                        f"outbound queue stayed above {self._high_water} bytes for {self.stall_timeout:g}s; "
-                        "the connection cannot keep up"
-                    ),
-                )
-            finally:
-                self._waiters -= 1
+    def _wait_below_high_water(self, timeout: float) -> None:
+        """Lock held: wait until the IO thread took the backlog; TimeoutError after ``timeout`` seconds."""
+        self._waiters += 1
+        try:
+            wait_while(
+                self._cond,
+                lambda: self._queued > self._high_water,
+                timeout,
+                closed=lambda: self._closed or self._io.closed,
+                timed_out=lambda: errors.TimeoutError(
+                    f"more than {self._high_water} bytes stayed queued for {timeout:g}s (the connection is not "
+                    "taking them: a stalled link or a slow server); nothing of this call was sent"
+                ),
+            )
+        finally:
+            self._waiters -= 1
 
-    def drain_now(self) -> None:
-        """IO thread: hand what is queued to nats-py now (also before a flush or close).
+    def drain_now(self, everything: bool = False) -> None:
+        """IO thread: hand what is queued to nats-py now. With ``everything`` (before a flush or a close) all of
+        it, even past the socket's high water: what was published before those must go out before them.
 
         Under the socket gate's lock, so that a user thread's direct write cannot pass what is taken here.
         """
         with self._nc.gate.lock:
-            self._drain()
+            self._drain(everything)
 
-    def _drain(self) -> None:
+    def _drain(self, everything: bool = False) -> None:
         nc = self._nc
-        backed_up = nc.is_connected and nc.unwritten_bytes() > _WRITE_HIGH_WATER
+        backed_up = not everything and nc.is_connected and nc.unwritten_bytes() > _WRITE_HIGH_WATER
         with self._cond:
             if backed_up:
                 commands: list[bytes] = []
@@ -140,6 +148,8 @@ class Outbound:
             await asyncio.sleep(0.001)  # reconnecting: drain_now then queues into nats-py's reconnect buffer
         self.drain_now()
 
-    def wake_all(self) -> None:
+    def close(self) -> None:
+        """The client is closing: threads waiting at high water raise ConnectionClosedError now."""
         with self._cond:
+            self._closed = True
             self._cond.notify_all()

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .. import errors
 from .._protocol import Command, encode_pub
-from .._validate import to_seconds
+from .._validate import check_control_line, to_seconds
 from ._buffer import MessageBuffer
 from ._io import IOLoop
 from ._mux import RawReply, ReplyHandler, ReplyWaiter, RequestMux
@@ -124,11 +124,16 @@ class Runtime:
         self._nc = NatsConnection(self._io.post)
         self._mux = RequestMux(options.inbox_prefix, self.new_token())
         self._outbound = Outbound(
-            self._io, self._nc, high_water=_OUTBOUND_HIGH_WATER, reconnect_buffer=options.pending_size
+            self._io,
+            self._nc,
+            high_water=_OUTBOUND_HIGH_WATER,
+            reconnect_buffer=options.pending_size,
+            default_timeout=options.timeout,
         )
-        #: Any thread: queue a command; commands queued together reach the socket in one write. The outbound
-        #: queue's own method, bound here: a wrapper would cost a call per published message.
-        self.send: Callable[[Command], None] = self._outbound.put
+        #: Any thread: queue a command (``send(command, timeout=None)``: behind a stalled backlog, wait at most
+        #: ``timeout``, by default the client's); commands queued together reach the socket in one write. The
+        #: outbound queue's own method, bound here: a wrapper would cost a call per published message.
+        self.send = self._outbound.put
         #: the server's max_payload, read once per (re)connect rather than through nats-py on every publish
         self.max_payload: int = self._nc.payload_limit
         self._sweeper: asyncio.Task[None] | None = None
@@ -317,9 +322,10 @@ class Runtime:
         """Send ``encode(reply_subject)`` and wait for the first reply; ``what`` names it in errors."""
         waiter = ReplyWaiter()
         reply = self._mux.register(waiter)
+        deadline = time.monotonic() + timeout
         try:
-            self._outbound.put_waiting(encode(reply))
-            return waiter.wait(timeout, what)
+            self._outbound.put_waiting(encode(reply), timeout)  # a stalled backlog spends part of the timeout
+            return waiter.wait(max(0.0, deadline - time.monotonic()), what)
         except errors.TimeoutError:
             if not self.is_connected and not self._closed:
                 raise errors.TimeoutError(
@@ -354,12 +360,13 @@ class Runtime:
         self._io.call(self._flush_async(timeout), timeout + 1.0, "flush")
 
     async def _flush_async(self, timeout: float) -> None:
-        self._outbound.drain_now()
+        self._outbound.drain_now(everything=True)
         await self._nc.flush_or_raise(timeout)
 
     # -- subscriptions ----------------------------------------------------------------------------------
     def subscribe(self, subject: str, queue: str, handler: Handler, timeout: float) -> NatsSubscription:
         """Blocking: subscribe with ``handler`` called on the IO thread for each message."""
+        check_control_line("queue" if queue else "subject", subject, queue)  # the SUB line, before it is sent
         return self._io.call(self._nc.fast_subscribe(subject, queue, handler), timeout, "subscribe")
 
     async def subscribe_async(self, subject: str, handler: Handler, queue: str = "") -> NatsSubscription:
@@ -487,9 +494,13 @@ class Runtime:
                 closeable.on_client_closed(closed)
             except Exception:
                 log.exception("closing %r failed", closeable)
+        # Every thread blocked in a call raises now, not once the connection has closed: those waiting behind a
+        # stalled backlog, for a flush, or (at the start of _close_async) for a reply.
+        self._outbound.close()
+        self._io.wake_callers()
         if not self._io.closed and not self._io.in_io_thread:
             try:
-                self._io.call(self._close_async(), seconds, "close")
+                self._io.call(self._close_async(seconds), seconds, "close")
             except (errors.JetStreamError, OSError):
                 log.debug("close: the connection did not close cleanly", exc_info=True)
             except Exception:  # a nats-py bug in its own close must not leave our threads running
@@ -502,12 +513,13 @@ class Runtime:
             self._watchdog.call_soon(self.options.closed_callback)
         self._watchdog.stop(seconds)
 
-    async def _close_async(self) -> None:
-        self._outbound.drain_now()
+    async def _close_async(self, timeout: float) -> None:
+        self._mux.fail_all(errors.ConnectionClosedError)
+        self._outbound.drain_now(everything=True)
         if self._sweeper is not None:
             self._sweeper.cancel()
         try:
-            await self._nc.close()
+            await self._nc.close_promptly(timeout)
         finally:
             self._mux.fail_all(errors.ConnectionClosedError)
 
@@ -524,7 +536,6 @@ class Runtime:
 
     def _shutdown_threads(self, timeout: float) -> None:
         self._io.cancel_calls()
-        self._outbound.wake_all()
         self._io.stop(timeout)
         if self._io.thread.is_alive() and not self._io.in_io_thread:
             log.warning("the IO thread did not stop within %.1fs", timeout)

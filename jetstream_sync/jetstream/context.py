@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import timedelta
 from typing import Any
@@ -49,6 +50,7 @@ from .publish import (
     PublishOptions,
     default_publish_retry,
     parse_pub_ack,
+    within_deadline,
 )
 from .streams import Stream
 from .subscribe import JetStreamSubscription, PullSubscription
@@ -288,18 +290,24 @@ class JetStream(KeyValueManager, ObjectStoreManager):
         extra = _publish_options(options, checks).headers()
         encode = reply_encoder(*prepare_message(subject, data, headers, self._runtime.max_payload, extra))
         what = f"publish to {subject!r}"
+        deadline = time.monotonic() + seconds
         try:
             reply = self._runtime.request(encode, seconds, what)
         except errors.NoRespondersError:
-            reply = self._retry_no_responders(encode, seconds, what, subject)
+            reply = self._retry_no_responders(encode, deadline, what, subject)
         return parse_pub_ack(reply.data)
 
     def _retry_no_responders(
-        self, encode: Callable[[bytes], Command], seconds: float, what: str, subject: str
+        self, encode: Callable[[bytes], Command], deadline: float, what: str, subject: str
     ) -> RawReply:
-        retry = self._retry.copy()
+        """Try again as ``publish_retry`` says, but inside the publish's one timeout (``within_deadline``)."""
+
+        def attempt() -> RawReply:
+            return self._runtime.request(encode, max(0.0, deadline - time.monotonic()), what)
+
+        retry = within_deadline(self._retry, deadline)
         try:
-            return retry(self._runtime.request, encode, seconds, what)
+            return retry(attempt)
         except errors.NoRespondersError:
             raise errors.NoStreamResponseError(
                 f"no stream answered a publish to {subject!r}: no stream captures this subject (or JetStream "

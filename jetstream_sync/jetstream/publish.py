@@ -5,6 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 import re
 import threading
+import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -18,7 +19,14 @@ from .._runtime import LightFuture, Runtime, wait_while
 from .._validate import PreparedMessage, check_int, check_str_or_none, check_timeout, to_seconds
 from ..models import PubAck
 
-__all__ = ["NO_CHECKS", "AsyncPublisher", "PublishOptions", "default_publish_retry", "parse_pub_ack"]
+__all__ = [
+    "NO_CHECKS",
+    "AsyncPublisher",
+    "PublishOptions",
+    "default_publish_retry",
+    "parse_pub_ack",
+    "within_deadline",
+]
 
 DEFAULT_MAX_PENDING = 4000
 NO_RESPONDERS_ATTEMPTS = 4  # publish_async: tries, 50 ms apart and doubling, while JetStream does not answer
@@ -32,6 +40,24 @@ def default_publish_retry() -> tenacity.Retrying:
         wait=tenacity.wait_exponential(multiplier=0.05, max=1.0),
         reraise=True,
     )
+
+
+class _StopAtDeadline(tenacity.stop.stop_base):
+    """Stops when the policy's own stop does, or when the pause before the next attempt would end past the
+    deadline: one timeout bounds a publish with all its retries."""
+
+    def __init__(self, stop: Any, wait: Any, deadline: float) -> None:
+        self._stop = stop
+        self._wait = wait
+        self._deadline = deadline
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
+        return bool(self._stop(retry_state)) or time.monotonic() + self._wait(retry_state) >= self._deadline
+
+
+def within_deadline(retry: tenacity.Retrying, deadline: float) -> tenacity.Retrying:
+    """A copy of ``retry`` that makes no attempt, and sleeps no pause, past ``deadline`` (time.monotonic())."""
+    return retry.copy(stop=_StopAtDeadline(retry.stop, retry.wait, deadline))
 
 
 def _optional_text(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
@@ -247,14 +273,20 @@ class AsyncPublisher:
     def submit(self, message: PreparedMessage, timeout: float | timedelta | None) -> concurrent.futures.Future[PubAck]:
         runtime = self._runtime
         ack_timeout = self.ack_timeout if timeout is None else check_timeout(timeout, self.ack_timeout)
+        deadline = time.monotonic() + self.stall_timeout
         self._gate.acquire(self.stall_timeout, self._closed)
         reply = _PubAckReply(self, message, ack_timeout)
         subject = runtime.expect_reply(reply, ack_timeout)
         try:
-            runtime.send(reply.encode(subject))
-        except BaseException:
+            runtime.send(reply.encode(subject), max(0.0, deadline - time.monotonic()))
+        except BaseException as exc:
             runtime.forget_reply(subject)
             self._gate.release()
+            if isinstance(exc, errors.TimeoutError):  # the outbound backlog did not move: the same back-pressure
+                raise errors.PublishBackpressureError(
+                    f"the connection took nothing for {self.stall_timeout:g}s (a stalled link or a slow server); "
+                    "this publish was not sent"
+                ) from exc
             raise
         return reply.future
 

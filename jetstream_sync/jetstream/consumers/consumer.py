@@ -26,11 +26,6 @@ if TYPE_CHECKING:
 __all__ = ["Consumer"]
 
 
-# The client-side deadline of a fetch outlives the server's expiry by this much, so the server's own
-# "expired" status normally ends the batch.
-_FETCH_GRACE = 1.0
-
-
 class Consumer(ServerConsumerHandle, FetchCalls):
     """A handle on one pull consumer. ``cached_info`` is what the last call saw; ``info()`` asks the server."""
 
@@ -55,7 +50,7 @@ class Consumer(ServerConsumerHandle, FetchCalls):
 
     def _fetch(self, options: FetchOptions) -> MessageBatch:
         self._runtime.check_usable()
-        wait = self.jetstream.timeout if options.no_wait else options.expires + _FETCH_GRACE
+        wait = self.jetstream.timeout if options.no_wait else options.expires + options.grace
         pull = FetchPull(self._runtime, self._pull_target, options)
         pull.start()
         return MessageBatch(pull, time.monotonic() + wait)

@@ -131,8 +131,8 @@ class MessageBatch:
     """The messages of one fetch, yielded as they arrive.
 
     Iteration ends when the batch is complete, the pull expired (an empty or short batch is normal) or the
-    client-side deadline (expires + 1 s) passed. Terminal statuses and a missed heartbeat raise from the
-    iteration; ``error`` keeps what was raised.
+    client-side deadline (expires plus ``FetchOptions.grace``, at most 1 s) passed. Terminal statuses and a
+    missed heartbeat raise from the iteration; ``error`` keeps what was raised.
     """
 
     def __init__(self, source: BatchSource, deadline: float) -> None:

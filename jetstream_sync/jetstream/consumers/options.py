@@ -151,6 +151,9 @@ class ConsumeOptions:
         )
 
 
+_MAX_FETCH_GRACE = 1.0
+
+
 @attrs.frozen(kw_only=True)
 class FetchOptions:
     """Options of one pull (``fetch``, ``fetch_bytes``, ``fetch_no_wait``, ``next``).
@@ -190,6 +193,15 @@ class FetchOptions:
     def pull_expires(self) -> float:
         """The server-side expiry of the pull (0 for no_wait)."""
         return 0.0 if self.no_wait else self.expires
+
+    @property
+    def grace(self) -> float:
+        """How long the client waits past ``expires`` for the server's own "expired" to end the pull.
+
+        A tenth of ``expires`` plus 50 ms, at most 1 s: long enough for the server's answer to arrive on a slow
+        link, short enough that ``next(timeout=0.1)`` on a dead link ends soon after its timeout.
+        """
+        return min(_MAX_FETCH_GRACE, 0.05 + self.expires / 10)
 
 
 # -- ordered consumers ----------------------------------------------------------------------------------------

@@ -35,8 +35,6 @@ __all__ = ["OrderedConsumer"]
 
 log = logging.getLogger("jetstream_sync")
 
-_FETCH_GRACE = 1.0
-
 
 class OrderedConsumer(FetchCalls):
     """A handle on an ordered read of one stream. Thread-safe; reads one place at a time.
@@ -170,7 +168,7 @@ class OrderedConsumer(FetchCalls):
     def _fetch(self, options: FetchOptions) -> MessageBatch:
         runtime = self._runtime
         runtime.check_usable()
-        wait = self.jetstream.timeout if options.no_wait else options.expires + _FETCH_GRACE
+        wait = self.jetstream.timeout if options.no_wait else options.expires + options.grace
         deadline = time.monotonic() + wait
         lock = self._locked()
         try:
@@ -193,7 +191,7 @@ class OrderedConsumer(FetchCalls):
             if batch.superseded or batch.ended:
                 return None
             deadline = batch.deadline
-            remaining = deadline - time.monotonic() - _FETCH_GRACE
+            remaining = deadline - time.monotonic() - options.grace
             if not options.no_wait and remaining < 0.05:
                 return None
             try:

@@ -83,6 +83,25 @@ def test_publish_retry_policy_is_replaceable(client, stream):
         client.jetstream(publish_retry="always")
 
 
+def test_one_timeout_bounds_a_publish_with_all_its_retries(client):
+    """A policy of 20 tries 0.3 s apart (6 s) inside publish(timeout=1): the retrying stops within the second."""
+    attempts = []
+    retry = tenacity.Retrying(
+        retry=tenacity.retry_if_exception_type(errors.NoRespondersError),
+        stop=tenacity.stop_after_attempt(20),
+        wait=tenacity.wait_fixed(0.3),
+        before=lambda state: attempts.append(state.attempt_number),
+        reraise=True,
+    )
+    js = client.jetstream(publish_retry=retry)
+    started = time.monotonic()
+    with pytest.raises(errors.NoStreamResponseError):
+        js.publish("nothing.here", b"", timeout=1)
+    took = time.monotonic() - started
+    assert took < 1.5, f"publish(timeout=1) took {took:.1f}s"
+    assert 2 <= len(attempts) <= 4  # retried, and stopped before a pause would pass the deadline
+
+
 def test_publish_async_pipeline(js, stream):
     futures = [js.publish_async(f"{stream.name}.a", b"%d" % i, msg_id=f"id-{i}") for i in range(5000)]
     js.publish_async_complete(timeout=20)
