@@ -356,3 +356,63 @@ def test_a_callback_raising_anything_does_not_end_the_watchdog(nats_server_funct
         assert reconnected.wait(10), "the reconnected callback never ran"
         assert nc._runtime._watchdog.thread.is_alive()
     assert "the watchdog goes on" in caplog.text
+
+
+def test_ctrl_c_in_main_wakes_non_daemon_readers_so_the_process_exits(nats_server):
+    """The main thread ends with KeyboardInterrupt while non-daemon threads block in a subscription read and a
+    messages() loop: the clients are closed before Python waits for those threads, so the process ends."""
+    script = f"""
+import threading
+import jetstream_sync
+from jetstream_sync import ConsumerConfig, StreamConfig, errors
+nc = jetstream_sync.connect({nats_server.url!r})
+stream = nc.jetstream().create_or_update_stream(StreamConfig(name="EXITG", subjects=["exitg.>"]))
+consumer = stream.create_or_update_consumer(ConsumerConfig(durable_name="c"))
+sub = nc.subscribe("exitg.core")
+
+def read_subscription():
+    try:
+        sub.next_msg(timeout=None)
+    except errors.ConnectionClosedError:
+        print("subscription reader woke", flush=True)
+
+def read_messages():
+    try:
+        for _ in consumer.messages():
+            pass
+    except errors.ConnectionClosedError:
+        print("messages reader woke", flush=True)
+
+for target in (read_subscription, read_messages):
+    threading.Thread(target=target).start()
+raise KeyboardInterrupt  # as Ctrl-C in the main thread
+"""
+    result = subprocess.run([sys.executable, "-c", script], timeout=30, capture_output=True, text=True)
+    assert "subscription reader woke" in result.stdout, result.stderr
+    assert "messages reader woke" in result.stdout, result.stderr
+    assert "KeyboardInterrupt" in result.stderr
+
+
+def test_a_normal_return_of_main_leaves_non_daemon_threads_their_client(nats_server):
+    """Python waits for non-daemon threads after main returns; the client stays open for them until they end."""
+    script = f"""
+import threading
+threading._register_atexit(lambda: print("main has ended", flush=True))  # runs after the library's own hook
+import jetstream_sync
+nc = jetstream_sync.connect({nats_server.url!r})
+sub = nc.subscribe("exitg.later")
+
+def worker():
+    print("worker got", sub.next_msg(timeout=20).data.decode(), flush=True)
+
+threading.Thread(target=worker).start()
+"""
+    with subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True) as process:
+        assert process.stdout is not None
+        assert process.stdout.readline().strip() == "main has ended"
+        with jetstream_sync.connect(nats_server.url) as nc:
+            nc.publish("exitg.later", b"after main")
+            nc.flush()
+        out, _ = process.communicate(timeout=30)
+    assert out.strip() == "worker got after main"
+    assert process.returncode == 0
