@@ -83,6 +83,7 @@ class Subscription:
 
     def __iter__(self) -> Iterator[Msg]:
         """Messages as they come; ends after unsubscribe() or drain(), raises ConnectionClosedError on close."""
+        self._runtime.fork_guard.check()
         while True:
             try:
                 yield self._buffer.get(None)

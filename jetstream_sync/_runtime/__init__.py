@@ -8,6 +8,7 @@ hand-off buffer, the light future) are private to this package. See docs/ARCHITE
 from __future__ import annotations
 
 from ._buffer import BufferFinished, MessageBuffer
+from ._fork import ForkGuard
 from ._future import LightFuture
 from ._mux import RawReply, ReplyHandler
 from ._nats import Handler, NatsSubscription, redact_url
@@ -18,6 +19,7 @@ __all__ = [
     "BufferFinished",
     "Closeable",
     "ConnectionListener",
+    "ForkGuard",
     "Handler",
     "LightFuture",
     "MessageBuffer",

@@ -13,7 +13,6 @@ import asyncio
 import atexit
 import contextlib
 import logging
-import os
 import sys
 import threading
 import time
@@ -26,6 +25,7 @@ from .. import errors
 from .._protocol import Command, encode_pub
 from .._validate import check_control_line, to_seconds
 from ._buffer import MessageBuffer
+from ._fork import ForkGuard
 from ._io import IOLoop
 from ._mux import RawReply, ReplyHandler, ReplyWaiter, RequestMux
 from ._nats import Handler, NatsConnection, NatsSubscription, Nuid, connect_failure, translate_error
@@ -85,11 +85,6 @@ class _FutureReply:
 _live: weakref.WeakSet[Runtime] = weakref.WeakSet()
 
 
-def _after_fork_in_child() -> None:
-    for runtime in list(_live):
-        runtime.forked = True
-
-
 def _close_all_at_exit() -> None:
     for runtime in list(_live):
         try:
@@ -111,8 +106,6 @@ def _close_all_if_main_failed() -> None:
         _close_all_at_exit()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
 atexit.register(_close_all_at_exit)
 # CPython's hook that runs before non-daemon threads are joined (the one concurrent.futures uses); absent on
 # other interpreters, where the atexit close above still runs once the threads have ended.
@@ -127,8 +120,8 @@ class Runtime:
     def __init__(self, options: ConnectOptions) -> None:
         self.options = options
         self.default_timeout: float = options.timeout
-        #: set in a forked child: the parent's threads do not exist here, so every call fails fast
-        self.forked = False
+        #: in a forked child the parent's threads do not exist, so every call fails fast (``forked``)
+        self.fork_guard = ForkGuard()
         self.reconnects = 0
         self._closed = False
         self._closing = False
@@ -286,6 +279,11 @@ class Runtime:
         self._watchdog.call_soon(callback, exc)
 
     # -- state ------------------------------------------------------------------------------------------
+    @property
+    def forked(self) -> bool:
+        """True in a process forked after this client connected."""
+        return self.fork_guard.inherited
+
     def check_usable(self) -> None:
         """Raise before anything is sent when the client is closed or was inherited through fork()."""
         if self.forked:

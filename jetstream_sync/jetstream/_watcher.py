@@ -20,6 +20,7 @@ from types import TracebackType
 from typing import Any, Generic, TypeVar
 
 from .. import errors
+from .._runtime import ForkGuard
 from .._validate import check_timeout
 from ..message import Msg
 from ._bucket import WATCH_EXPIRES, raise_for_bucket
@@ -45,6 +46,7 @@ class BucketWatcher(ABC, Generic[Item]):
         self.bucket = bucket
         self._what = what
         self._consumer = consumer
+        self._fork_guard = ForkGuard()
         # nothing to wait for: updates only, or nothing matched when the consumer was made
         self._initial_done = updates_only or consumer.cached_info.num_pending == 0
         self._marker_due = not updates_only and self._initial_done
@@ -100,6 +102,7 @@ class BucketWatcher(ABC, Generic[Item]):
         log.debug("watcher on %s: %s", self._what, exc)
 
     def _next(self, timeout: float | None) -> Item | None:
+        self._fork_guard.check()  # the marker too: nothing of a watch is handed out in a forked child
         if self._marker_due:
             self._marker_due = False
             return None

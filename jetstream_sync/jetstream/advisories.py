@@ -218,6 +218,7 @@ class Advisories:
         """The next event within ``timeout`` seconds (None: until one comes). Raises TimeoutError when none
         came, SubscriptionClosedError once closed and read to the end, ConnectionClosedError when the client
         closed."""
+        self._runtime.fork_guard.check()
         wait = None if timeout is None else check_timeout(timeout, 1.0)
         try:
             subject, data = self._buffer.get(wait)
@@ -227,6 +228,7 @@ class Advisories:
 
     def __iter__(self) -> Iterator[Advisory]:
         """Events as they come; ends after close(), raises ConnectionClosedError when the client closes."""
+        self._runtime.fork_guard.check()
         while True:
             try:
                 subject, data = self._buffer.get(None)
@@ -237,6 +239,7 @@ class Advisories:
     def close(self, timeout: float | timedelta | None = None) -> None:
         """Unsubscribe (idempotent, any thread). Never raises over a failed unsubscribe: the subscription is
         already dead for this reader, and the server forgets it with the connection."""
+        self._runtime.fork_guard.check()
         with self._close_lock:
             self._closed = True
             subs, self._subs = self._subs, []

@@ -214,6 +214,7 @@ class JetStreamSubscription:
 
     def unsubscribe(self) -> None:
         """Stop at once, then delete the consumer if this subscription created it (errors are raised)."""
+        self._engine.runtime.fork_guard.check()
         self._engine.stop()
         self._delete_created()
 
@@ -222,6 +223,7 @@ class JetStreamSubscription:
         was handed out the consumer is deleted if this subscription created it, and ``drained`` is set. A failed
         delete goes to ``error_cb`` (or the log)."""
         engine = self._engine
+        engine.runtime.fork_guard.check()
         engine.drain()
         runtime = engine.runtime
 
@@ -536,6 +538,7 @@ class PullSubscription:
 
     def unsubscribe(self) -> None:
         """Stop; delete the consumer if this subscription created it."""
+        self.jetstream.client.runtime.fork_guard.check()
         self._closed = True
         with self._single_lock:
             single, self._single = self._single, None

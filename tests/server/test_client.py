@@ -416,3 +416,71 @@ threading.Thread(target=worker).start()
         out, _ = process.communicate(timeout=30)
     assert out.strip() == "worker got after main"
     assert process.returncode == 0
+
+
+def test_everything_a_client_made_refuses_use_in_a_forked_child(nats_server):
+    """Subscriptions, iterators (one with a parent thread blocked in it at fork time), consume contexts,
+    watchers and messages made before fork() raise ForkedClientError in the child, promptly, instead of handing
+    out copies of the parent's buffered messages or waiting for ever."""
+    script = f"""
+import os, signal, sys, threading, time
+import jetstream_sync
+from jetstream_sync import ConsumerConfig, KeyValueConfig, StreamConfig, errors
+
+nc = jetstream_sync.connect({nats_server.url!r})
+js = nc.jetstream()
+stream = js.create_or_update_stream(StreamConfig(name="FORKF", subjects=["forkf.>"]))
+for _ in range(5):
+    js.publish("forkf.a", b"x")
+sub = nc.subscribe("forkf.core")
+for _ in range(3):
+    nc.publish("forkf.core", b"c")
+nc.flush()
+while sub.pending < 3:
+    time.sleep(0.01)  # the poll of a bounded wait: the test's timeout ends the process otherwise
+it = stream.create_or_update_consumer(ConsumerConfig(durable_name="c")).messages()
+first = it.next(timeout=5)
+ctx = stream.create_or_update_consumer(ConsumerConfig(durable_name="d")).consume(lambda m: m.ack())
+watcher = js.create_or_update_key_value(KeyValueConfig(bucket="FORKF")).watch_all()
+blocked = stream.create_or_update_consumer(ConsumerConfig(durable_name="e", filter_subject="forkf.none")).messages()
+reader = threading.Thread(target=blocked.next, daemon=True)
+reader.start()
+while sys._current_frames()[reader.ident].f_code.co_name != "wait":
+    time.sleep(0.01)  # until the parent's reader waits inside the iterator, holding its lock
+
+pid = os.fork()
+if pid == 0:
+    signal.alarm(20)  # a call that hangs ends the child (and fails the test) instead of the run
+    calls = {{
+        "sub.next_msg": lambda: sub.next_msg(timeout=1),
+        "next(iter(sub))": lambda: next(iter(sub)),
+        "sub.unsubscribe": sub.unsubscribe,
+        "next(iter(it))": lambda: next(iter(it)),
+        "it.next": lambda: it.next(timeout=1),
+        "blocked.stop": blocked.stop,
+        "it.stop": it.stop,
+        "ctx.wait": lambda: ctx.wait(timeout=1),
+        "ctx.stop": ctx.stop,
+        "watcher next": lambda: next(iter(watcher)),
+        "watcher.stop": watcher.stop,
+        "first.ack": first.ack,
+    }}
+    for name, call in calls.items():
+        try:
+            call()
+            outcome = "returned"
+        except errors.ForkedClientError:
+            outcome = "forked"
+        except BaseException as exc:
+            outcome = repr(exc)
+        print(name, "=", outcome, flush=True)
+    os._exit(0)
+_, status = os.waitpid(pid, 0)
+print("child exit", os.waitstatus_to_exitcode(status), flush=True)
+nc.close()
+"""
+    result = subprocess.run([sys.executable, "-c", script], timeout=60, capture_output=True, text=True)
+    lines = result.stdout.splitlines()
+    assert lines[-1:] == ["child exit 0"], (result.stdout, result.stderr[-2000:])
+    outcomes = dict(line.split(" = ") for line in lines[:-1])
+    assert outcomes == dict.fromkeys(outcomes, "forked") and len(outcomes) == 12, outcomes

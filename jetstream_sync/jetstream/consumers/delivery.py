@@ -21,7 +21,7 @@ from typing import Protocol
 import attrs
 
 from ... import errors
-from ..._runtime import BufferFinished
+from ..._runtime import BufferFinished, ForkGuard
 from ..._validate import check_int, check_timeout
 from ...message import Msg
 
@@ -188,6 +188,7 @@ class MessagesIterator:
         self._source = source
         self._lock = threading.Lock()
         self._taken: deque[Msg] = deque()
+        self._fork_guard = ForkGuard()  # in a forked child every entry point raises ForkedClientError
 
     def __enter__(self) -> MessagesIterator:
         return self
@@ -198,6 +199,7 @@ class MessagesIterator:
         self.stop()
 
     def __iter__(self) -> Iterator[Msg]:
+        self._fork_guard.check()
         while True:
             try:
                 yield self._next(None)
@@ -214,6 +216,7 @@ class MessagesIterator:
     def _batches(self, limit: int) -> Iterator[list[Msg]]:
         source = self._source
         while True:
+            self._fork_guard.check()
             with self._lock:
                 if source.halted:
                     self._taken.clear()
@@ -238,6 +241,7 @@ class MessagesIterator:
         return self._next(None if timeout is None else check_timeout(timeout, 0.0))
 
     def _next(self, timeout: float | None) -> Msg:
+        self._fork_guard.check()
         source = self._source
         with self._lock:
             if source.halted:
@@ -253,12 +257,14 @@ class MessagesIterator:
 
     def stop(self) -> None:
         """End at once; unprocessed buffered messages are not delivered (the server redelivers them)."""
+        self._fork_guard.check()
         self._source.stop()
         with self._lock:
             self._taken.clear()
 
     def drain(self) -> None:
         """Stop pulling; iteration delivers what is buffered, then ends."""
+        self._fork_guard.check()
         self._source.drain()
 
     @property
@@ -285,6 +291,7 @@ class ConsumeContext:
         self._handler = handler
         self.closed = threading.Event()
         self.error: BaseException | None = None
+        self._fork_guard = ForkGuard()  # its thread does not exist in a forked child: wait() would never return
         self._thread = threading.Thread(target=self._run, name=f"jetstream-sync-consume-{source.label}", daemon=True)
 
     def start(self) -> None:
@@ -321,14 +328,17 @@ class ConsumeContext:
 
     def stop(self) -> None:
         """End delivery at once; the message in hand finishes, buffered ones are left for redelivery."""
+        self._fork_guard.check()
         self._source.stop()
 
     def drain(self) -> None:
         """Stop pulling, deliver what is buffered to the handler, then end."""
+        self._fork_guard.check()
         self._source.drain()
 
     def wait(self, timeout: float | timedelta | None = None) -> None:
         """Block until the consume ended; TimeoutError if it is still running after ``timeout`` seconds."""
+        self._fork_guard.check()
         seconds = None if timeout is None else check_timeout(timeout, 0.0)
         if threading.current_thread() is self._thread:
             raise RuntimeError("wait() cannot be called from the consume's own handler")

@@ -98,6 +98,7 @@ class OrderedConsumer(FetchCalls):
         """Stop a running ``messages()``/``consume()`` and delete the live server-side consumer now, instead of
         leaving it to ``inactive_threshold``. The handle stays usable: a later read starts a new consumer after
         ``stream_sequence``."""
+        self._runtime.fork_guard.check()
         with self._lock:
             pull = self._pull
             if pull is not None:
