@@ -18,6 +18,7 @@ from ._runtime import Runtime, redact_url
 from ._validate import (
     MAX_SUBJECT_BYTES,
     check_control_line,
+    check_int,
     check_queue,
     check_subject,
     check_timeout,
@@ -28,7 +29,7 @@ from ._validate import (
 from .headers import HeadersInput
 from .message import Msg
 from .options import DEFAULT_URL, ConnectOptions
-from .subscription import Subscription
+from .subscription import DEFAULT_MAX_PENDING_BYTES, Subscription
 
 if TYPE_CHECKING:
     import tenacity
@@ -139,15 +140,26 @@ class Client:
         reply = runtime.request(encode, seconds, f"request on {subject!r}")
         return Msg(reply.subject.decode(), "", reply.data, reply.headers, runtime)
 
-    def subscribe(self, subject: str, queue: str | None = None, *, max_pending: int = 65536) -> Subscription:
-        """Subscribe; read with ``next_msg(timeout)`` or by iterating. Wildcards are allowed."""
+    def subscribe(
+        self,
+        subject: str,
+        queue: str | None = None,
+        *,
+        max_pending: int = 65536,
+        max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
+    ) -> Subscription:
+        """Subscribe; read with ``next_msg(timeout)`` or by iterating. Wildcards are allowed.
+
+        At most ``max_pending`` messages and ``max_pending_bytes`` bytes (payload and headers, 64 MiB by
+        default) wait unread; past either, new messages are dropped and a SlowConsumerError is reported.
+        """
         self._runtime.check_usable()
         check_subject("subject", subject, wildcards=True)
         if queue is not None:
             check_queue("queue", queue)
-        if isinstance(max_pending, bool) or not isinstance(max_pending, int) or max_pending < 1:
-            raise errors.InvalidArgumentError("max_pending", f"must be a positive int, got {max_pending!r}")
-        return Subscription.open(self._runtime, subject, queue, max_pending, self.default_timeout)
+        check_int("max_pending", max_pending, minimum=1)
+        check_int("max_pending_bytes", max_pending_bytes, minimum=1)
+        return Subscription.open(self._runtime, subject, queue, max_pending, self.default_timeout, max_pending_bytes)
 
     def flush(self, timeout: float | None = None) -> None:
         """Wait until the server has processed everything published so far (PING/PONG)."""

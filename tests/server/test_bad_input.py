@@ -53,6 +53,8 @@ CASES = [
     ("subscribe queue past the control line", lambda c: c.nc.subscribe("a", queue="q" * 5000), V),
     ("subscribe subject and queue together too long", lambda c: c.nc.subscribe("a" * 2500, queue="q" * 2500), V),
     ("connect inbox_prefix too long", lambda c: ConnectOptions(inbox_prefix="i" * 300), V),
+    ("subscribe max_pending_bytes zero", lambda c: c.nc.subscribe("a", max_pending_bytes=0), V),
+    ("subscribe max_pending_bytes str", lambda c: c.nc.subscribe("a", max_pending_bytes="64MB"), T),
     ("subscribe empty", lambda c: c.nc.subscribe(""), V),
     ("subscribe bad queue", lambda c: c.nc.subscribe("a", queue=""), V),
     ("subscribe > not last", lambda c: c.nc.subscribe("a.>.b"), V),

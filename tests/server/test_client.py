@@ -160,6 +160,29 @@ def test_slow_subscription_drops_and_reports(nats_server):
         assert sub.pending == 10
 
 
+def test_a_subscription_bounds_the_bytes_it_buffers(nats_server):
+    """65,536 unread 16 KiB messages would be 1 GiB: max_pending_bytes drops past it, and reading frees room."""
+    reported = []
+    with jetstream_sync.connect(nats_server.url, error_callback=reported.append) as nc:
+        sub = nc.subscribe("bytes.x", max_pending_bytes=100_000)
+        for _ in range(10):
+            nc.publish("bytes.x", b"x" * 16_384)
+        nc.flush()
+        wait_until(lambda: sub.pending + sub.dropped == 10)
+        assert (sub.pending, sub.dropped, sub.pending_bytes) == (6, 4, 6 * 16_384)
+        wait_until(lambda: reported)
+        assert isinstance(reported[0], errors.SlowConsumerError)
+        assert "100000 bytes" in str(reported[0])
+        for _ in range(6):
+            sub.next_msg(timeout=1)
+        assert sub.pending_bytes == 0
+        nc.publish("bytes.x", b"y" * 16_384)  # room again
+        assert sub.next_msg(timeout=5).data == b"y" * 16_384
+        one_big = nc.subscribe("bytes.big", max_pending_bytes=10)
+        nc.publish("bytes.big", b"z" * 1000)  # larger than the bound alone: taken when nothing else waits
+        assert one_big.next_msg(timeout=5).data == b"z" * 1000
+
+
 def test_callbacks_run_on_watchdog_thread_never_io(nats_server):
     seen: list[str] = []
     closed = threading.Event()
