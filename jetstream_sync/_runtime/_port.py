@@ -286,7 +286,7 @@ class Runtime:
 
     def check_usable(self) -> None:
         """Raise before anything is sent when the client is closed or was inherited through fork()."""
-        if self.forked:
+        if self.fork_guard.inherited:
             raise errors.ForkedClientError()
         if self._closed:
             raise errors.ConnectionClosedError()

@@ -164,14 +164,17 @@ class _InflightGate:
         self._cond = threading.Condition(self._lock)
         self._waiters = 0
 
-    def acquire(self, timeout: float, closed: Callable[[], bool]) -> None:
+    def acquire(self, timeout: float, closed: Callable[[], bool]) -> float:
+        """Take an in-flight slot, waiting at most ``timeout``; returns what is left of it (the whole of it on
+        the hot path, which reads no clock)."""
         lock = self._lock
         lock.acquire()  # the plain lock on the hot path: a Condition's context manager costs more than the work
         if self.count < self.limit:
             self.count += 1
             lock.release()
-            return
+            return timeout
         lock.release()
+        deadline = time.monotonic() + timeout
         with self._cond:
             self._waiters += 1
             try:
@@ -188,6 +191,7 @@ class _InflightGate:
                 self.count += 1
             finally:
                 self._waiters -= 1
+        return max(0.0, deadline - time.monotonic())
 
     def release(self) -> None:
         lock = self._lock
@@ -273,12 +277,11 @@ class AsyncPublisher:
     def submit(self, message: PreparedMessage, timeout: float | timedelta | None) -> concurrent.futures.Future[PubAck]:
         runtime = self._runtime
         ack_timeout = self.ack_timeout if timeout is None else check_timeout(timeout, self.ack_timeout)
-        deadline = time.monotonic() + self.stall_timeout
-        self._gate.acquire(self.stall_timeout, self._closed)
+        left = self._gate.acquire(self.stall_timeout, self._closed)  # the same stall timeout bounds both waits
         reply = _PubAckReply(self, message, ack_timeout)
         subject = runtime.expect_reply(reply, ack_timeout)
         try:
-            runtime.send(reply.encode(subject), max(0.0, deadline - time.monotonic()))
+            runtime.send(reply.encode(subject), left)
         except BaseException as exc:
             runtime.forget_reply(subject)
             self._gate.release()
