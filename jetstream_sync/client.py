@@ -173,12 +173,23 @@ class Client:
         domain: str | None = None,
         api_prefix: str | None = None,
         publish_retry: tenacity.Retrying | None = None,
+        max_pending: int | None = None,
+        stall_timeout: float | timedelta | None = None,
     ) -> JetStream:
-        """A JetStream context; ``domain`` or ``api_prefix`` select another JetStream API."""
+        """A JetStream context; ``domain`` or ``api_prefix`` select another JetStream API. ``max_pending``
+        (4,000) caps the context's publish_async calls in flight, and ``stall_timeout`` (10 s) bounds how long
+        one waits for a free slot or behind a stalled link before PublishBackpressureError."""
         from .jetstream import JetStream
 
         self._runtime.check_usable()
-        return JetStream(self, timeout=timeout, domain=domain, api_prefix=api_prefix, publish_retry=publish_retry)
+        limits: dict[str, Any] = {}
+        if max_pending is not None:
+            limits["max_pending"] = max_pending
+        if stall_timeout is not None:
+            limits["stall_timeout"] = stall_timeout
+        return JetStream(
+            self, timeout=timeout, domain=domain, api_prefix=api_prefix, publish_retry=publish_retry, **limits
+        )
 
     # -- closing ----------------------------------------------------------------------------------------
     def drain(self, timeout: float | None = None) -> None:

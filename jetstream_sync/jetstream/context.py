@@ -76,7 +76,7 @@ class JetStream(KeyValueManager, ObjectStoreManager):
         api_prefix: str | None = None,
         publish_retry: tenacity.Retrying | None = None,
         max_pending: int = DEFAULT_MAX_PENDING,
-        stall_timeout: float = 10.0,
+        stall_timeout: float | timedelta = 10.0,
     ) -> None:
         if domain is not None and api_prefix is not None:
             raise errors.InvalidArgumentError("domain", "set either domain or api_prefix, not both")

@@ -63,6 +63,8 @@ CASES = [
     ("jetstream domain and prefix", lambda c: c.nc.jetstream(domain="d", api_prefix="p"), V),
     ("jetstream bad domain", lambda c: c.nc.jetstream(domain="a.b"), V),
     ("jetstream zero timeout", lambda c: c.nc.jetstream(timeout=0), V),
+    ("jetstream max_pending zero", lambda c: c.nc.jetstream(max_pending=0), V),
+    ("jetstream stall_timeout negative", lambda c: c.nc.jetstream(stall_timeout=-1), V),
     ("js.publish wildcard", lambda c: c.js.publish("a.*", b""), V),
     ("js.publish str payload", lambda c: c.js.publish(f"{c.s}.a", "x"), T),
     ("js.publish empty msg_id", lambda c: c.js.publish(f"{c.s}.a", b"", msg_id=""), V),

@@ -77,7 +77,7 @@ def stalled(fault_proxy) -> Iterator[tuple[jetstream_sync.Client, jetstream_sync
 CALLS: dict[str, tuple[Callable[[jetstream_sync.Client, jetstream_sync.Msg], object], type[BaseException]]] = {
     "js.publish": (lambda nc, _: nc.jetstream().publish("stall.b", b"x", timeout=1), errors.TimeoutError),
     "publish_async": (
-        lambda nc, _: jetstream_sync.JetStream(nc, stall_timeout=1).publish_async("stall.b", b"x"),
+        lambda nc, _: nc.jetstream(stall_timeout=1).publish_async("stall.b", b"x"),
         errors.PublishBackpressureError,
     ),
     "ack_sync": (lambda _, msg: msg.ack_sync(timeout=1), errors.TimeoutError),
@@ -107,9 +107,7 @@ def test_close_wakes_blocked_callers_at_once_and_closes_the_socket(fault_proxy):
         calls = {
             "flush": lambda: nc.flush(timeout=30),
             "js.publish": lambda: nc.jetstream(timeout=30).publish("stall.c", b"x"),
-            "publish_async": lambda: (
-                jetstream_sync.JetStream(nc, stall_timeout=30).publish_async("stall.c", b"x").result(timeout=30)
-            ),
+            "publish_async": lambda: nc.jetstream(stall_timeout=30).publish_async("stall.c", b"x").result(timeout=30),
             "ack_sync": lambda: msg.ack_sync(timeout=30),
             "request": lambda: nc.request("svc", b"x", timeout=30),
         }
