@@ -28,6 +28,7 @@ __all__ = [
     "DeliverGroupMismatchError",
     "DigestMismatchError",
     "DuplicateSubscriptionError",
+    "FeatureNotSupportedError",
     "ForkedClientError",
     "InvalidAckSubjectError",
     "InvalidArgumentError",
@@ -176,6 +177,16 @@ class NoStreamResponseError(NoRespondersError):
 
 class PublishBackpressureError(JetStreamError):
     """Too many asynchronous publishes stayed in flight for longer than the stall timeout."""
+
+
+class FeatureNotSupportedError(JetStreamError):
+    """The connected server is too old for this call (the message names the version it needs)."""
+
+    def __init__(self, feature: str, needed: str, server: str) -> None:
+        super().__init__(f"{feature} needs nats-server {needed} or later; this server is {server}")
+        self.feature = feature
+        self.needed = needed
+        self.server = server
 
 
 class APIError(JetStreamError):

@@ -6,7 +6,7 @@ import concurrent.futures
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import attrs
@@ -27,9 +27,20 @@ from .._validate import (
 from ..client import Client
 from ..headers import HeadersInput
 from ..message import Msg
-from ..models import AccountInfo, ConsumerConfig, ConsumerInfo, DeliverPolicy, PubAck, StreamConfig, StreamInfo
+from ..models import (
+    AccountInfo,
+    ConsumerConfig,
+    ConsumerInfo,
+    ConsumerPauseState,
+    DeliverPolicy,
+    PubAck,
+    StreamConfig,
+    StreamInfo,
+)
 from ..models.advisory import AdvisoryKind
+from ..models.consumer import ConsumerPauseRequest
 from . import subscribe as _subscribe
+from ._features import require_server
 from .advisories import Advisories, open_advisories
 from .api import JetStreamAPI
 from .consumers import (
@@ -257,6 +268,29 @@ class JetStream(KeyValueManager, ObjectStoreManager):
         check_name("stream", stream)
         check_name("name", name)
         self.api.request(f"CONSUMER.DELETE.{stream}.{name}")
+
+    def pause_consumer(self, stream: str, name: str, until: datetime) -> ConsumerPauseState:
+        """Stop delivery from a consumer until ``until`` (a timezone-aware datetime), then resume by itself.
+
+        Pull requests wait meanwhile, a push consumer sends nothing. nats-server 2.11 or later
+        (FeatureNotSupportedError before sending on an older one). A time in the past leaves it running.
+        """
+        check_name("stream", stream)
+        check_name("name", name)
+        if not isinstance(until, datetime):
+            raise errors.InvalidTypeError("until", f"must be a datetime, got {type(until).__name__}")
+        body = ConsumerPauseRequest(pause_until=until).to_json()
+        return self._pause_request(stream, name, body, "pausing a consumer")
+
+    def resume_consumer(self, stream: str, name: str) -> ConsumerPauseState:
+        """End a consumer's pause now. nats-server 2.11 or later."""
+        check_name("stream", stream)
+        check_name("name", name)
+        return self._pause_request(stream, name, ConsumerPauseRequest().to_json(), "resuming a consumer")
+
+    def _pause_request(self, stream: str, name: str, body: dict[str, Any], what: str) -> ConsumerPauseState:
+        require_server(self.client.server_info, what, (2, 11, 0))
+        return ConsumerPauseState.from_json(self.api.request(f"CONSUMER.PAUSE.{stream}.{name}", body))
 
     def consumers(self, stream: str) -> Iterator[ConsumerInfo]:
         check_name("stream", stream)

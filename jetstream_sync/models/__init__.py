@@ -53,7 +53,15 @@ from .advisory import (
     UnknownAdvisory,
     parse_advisory,
 )
-from .consumer import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy, ReplayPolicy, SequenceInfo
+from .consumer import (
+    AckPolicy,
+    ConsumerConfig,
+    ConsumerInfo,
+    ConsumerPauseState,
+    DeliverPolicy,
+    ReplayPolicy,
+    SequenceInfo,
+)
 from .kv import KeyValueConfig, KeyValueEntry, KeyValueOp, KeyValueStatus
 from .object_store import ObjectInfo, ObjectLink, ObjectMeta, ObjectStoreConfig, ObjectStoreStatus
 from .publish import PubAck
@@ -82,6 +90,7 @@ __all__ = [
     "ConsumerConfig",
     "ConsumerInfo",
     "ConsumerLeaderElected",
+    "ConsumerPauseState",
     "ConsumerPaused",
     "DeliverPolicy",
     "DiscardPolicy",

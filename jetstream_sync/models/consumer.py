@@ -39,7 +39,16 @@ from ._base import (
     _to_seconds,
 )
 
-__all__ = ["AckPolicy", "ConsumerConfig", "ConsumerInfo", "DeliverPolicy", "ReplayPolicy", "SequenceInfo"]
+__all__ = [
+    "AckPolicy",
+    "ConsumerConfig",
+    "ConsumerInfo",
+    "ConsumerPauseRequest",
+    "ConsumerPauseState",
+    "DeliverPolicy",
+    "ReplayPolicy",
+    "SequenceInfo",
+]
 
 
 # --- enums ---------------------------------------------------------------------------------------------------
@@ -227,5 +236,26 @@ class ConsumerInfo(_Model):
     num_pending: int = 0
     cluster: dict[str, Any] | None = None
     push_bound: bool = False
+    #: paused (nats-server 2.11+): no messages are delivered until ``config.pause_until``
     paused: bool = False
+    #: seconds left of the pause (None when not paused)
+    pause_remaining: float | None = attrs.field(default=None, metadata=_meta("duration"))
     ts: datetime | None = attrs.field(default=None, metadata=_meta("datetime"))
+
+
+@attrs.frozen(kw_only=True)
+class ConsumerPauseRequest(_Model):
+    """The body of a pause (``pause_until`` set) or resume (unset) request: nats.go's field and omitempty."""
+
+    pause_until: datetime | None = attrs.field(
+        default=None, validator=_check_time, metadata=_meta("datetime", omitempty=True)
+    )
+
+
+@attrs.frozen(kw_only=True)
+class ConsumerPauseState(_Model):
+    """The server's answer to a pause or resume: ``paused``, until when, and the seconds left of it."""
+
+    paused: bool = False
+    pause_until: datetime | None = attrs.field(default=None, metadata=_meta("datetime"))
+    pause_remaining: float | None = attrs.field(default=None, metadata=_meta("duration"))

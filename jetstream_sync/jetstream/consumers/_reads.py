@@ -17,13 +17,14 @@ import asyncio
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ... import errors
 from ..._runtime import Runtime
 from ..._validate import options_from
 from ...message import Msg
-from ...models import ConsumerInfo
+from ...models import ConsumerInfo, ConsumerPauseState
 from .delivery import ConsumeContext, DeliverySource, ErrorHandler, MessageBatch, MessagesIterator
 from .options import FetchOptions
 
@@ -71,6 +72,14 @@ class ServerConsumerHandle:
 
     def delete(self) -> None:
         self.jetstream.delete_consumer(self.stream_name, self.name)
+
+    def pause(self, until: datetime) -> ConsumerPauseState:
+        """Stop delivery until ``until`` (timezone-aware); see :meth:`JetStream.pause_consumer`."""
+        return self.jetstream.pause_consumer(self.stream_name, self.name, until)
+
+    def resume(self) -> ConsumerPauseState:
+        """End the pause now; see :meth:`JetStream.resume_consumer`."""
+        return self.jetstream.resume_consumer(self.stream_name, self.name)
 
 
 class FetchCalls(ABC):
