@@ -288,6 +288,22 @@ class JetStream(KeyValueManager, ObjectStoreManager):
         check_name("name", name)
         return self._pause_request(stream, name, ConsumerPauseRequest().to_json(), "resuming a consumer")
 
+    def reset_consumer(self, stream: str, name: str, sequence: int | None = None) -> ConsumerInfo:
+        """Move a consumer back (or forward): it delivers from stream sequence ``sequence`` next, or, without
+        one, from just after its ack floor (what was delivered and not acked comes again). Its pending acks are
+        dropped. nats-server 2.14 or later. Returns the consumer's info; ``reset_seq`` is where it restarts."""
+        check_name("stream", stream)
+        check_name("name", name)
+        body = None if sequence is None else {"seq": check_int("sequence", sequence, minimum=1)}
+        require_server(self.client.server_info, "resetting a consumer", (2, 14, 0))
+        try:
+            return ConsumerInfo.from_json(self.api.request(f"CONSUMER.RESET.{stream}.{name}", body))
+        except errors.TimeoutError:
+            # nats-server 2.15 does not answer a reset of a consumer it does not have: ask, so that the caller
+            # gets ConsumerNotFoundError (or StreamNotFoundError) rather than a bare timeout
+            self.consumer_info(stream, name)
+            raise
+
     def _pause_request(self, stream: str, name: str, body: dict[str, Any], what: str) -> ConsumerPauseState:
         require_server(self.client.server_info, what, (2, 11, 0))
         return ConsumerPauseState.from_json(self.api.request(f"CONSUMER.PAUSE.{stream}.{name}", body))

@@ -241,6 +241,8 @@ class ConsumerInfo(_Model):
     #: seconds left of the pause (None when not paused)
     pause_remaining: float | None = attrs.field(default=None, metadata=_meta("duration"))
     ts: datetime | None = attrs.field(default=None, metadata=_meta("datetime"))
+    #: in the answer to a reset (nats-server 2.14+): the stream sequence the consumer delivers next
+    reset_seq: int | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -81,6 +81,12 @@ class ServerConsumerHandle:
         """End the pause now; see :meth:`JetStream.resume_consumer`."""
         return self.jetstream.resume_consumer(self.stream_name, self.name)
 
+    def reset(self, sequence: int | None = None) -> ConsumerInfo:
+        """Deliver from ``sequence`` next (None: from just after the ack floor); see
+        :meth:`JetStream.reset_consumer`."""
+        self.cached_info = self.jetstream.reset_consumer(self.stream_name, self.name, sequence)
+        return self.cached_info
+
 
 class FetchCalls(ABC):
     """``fetch``, ``fetch_bytes`` and ``fetch_no_wait``; the class provides ``_fetch``."""

@@ -58,3 +58,23 @@ def test_bad_pause_arguments_are_refused_before_sending(consumer, js, client):
     assert client.stats["out_msgs"] == sent
     with pytest.raises(errors.ConsumerNotFoundError):
         js.resume_consumer(consumer.stream_name, "nobody")
+
+
+def test_reset_goes_back_to_the_ack_floor_or_to_a_sequence(js, name):
+    """nats-server 2.14+: without a sequence, what was delivered and not acked comes again; with one, delivery
+    starts there."""
+    stream = js.create_stream(StreamConfig(name=name, subjects=[f"{name}.>"]))
+    for i in range(1, 6):
+        js.publish(f"{name}.a", b"%d" % i)
+    consumer = stream.create_consumer(ConsumerConfig(durable_name="worker", ack_wait=30))
+    batch = list(consumer.fetch(3, expires=2))
+    batch[0].ack_sync()  # 1 acked; 2 and 3 delivered and pending
+    info = consumer.reset()
+    assert info.reset_seq == 2 and consumer.cached_info is info
+    assert [m.data for m in consumer.fetch(5, expires=1)] == [b"2", b"3", b"4", b"5"]
+    assert consumer.reset(sequence=4).reset_seq == 4
+    assert [m.data for m in consumer.fetch(5, expires=1)] == [b"4", b"5"]
+    with pytest.raises(errors.InvalidArgumentError, match="sequence"):
+        consumer.reset(sequence=0)
+    with pytest.raises(errors.ConsumerNotFoundError):  # the server does not answer this one: we ask after 1 s
+        js.client.jetstream(timeout=1).reset_consumer(name, "nobody")
