@@ -3,7 +3,7 @@ sent, and a connection that is still fully usable afterwards."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -127,6 +127,11 @@ CASES = [
     ("ConsumerConfig backoff longer than max_deliver", lambda c: ConsumerConfig(max_deliver=2, backoff=[1, 2, 3]), V),
     ("ConsumerConfig unknown ack policy", lambda c: ConsumerConfig(ack_policy="sometimes"), V),
     ("ConsumerConfig ack_wait str", lambda c: ConsumerConfig(ack_wait="30s"), T),
+    ("pause naive datetime", lambda c: c.cons.pause(datetime(2030, 1, 1)), V),
+    ("pause str", lambda c: c.cons.pause("2030-01-01T00:00:00Z"), T),
+    ("pause_consumer bad name", lambda c: c.js.pause_consumer(c.s, "a.b", datetime.now(timezone.utc)), V),
+    ("reset sequence zero", lambda c: c.cons.reset(sequence=0), V),
+    ("reset sequence str", lambda c: c.cons.reset(sequence="1"), T),
     ("fetch zero", lambda c: c.cons.fetch(0), V),
     ("fetch heartbeat above expires/2", lambda c: c.cons.fetch(1, expires=2, idle_heartbeat=1.5), V),
     ("fetch_bytes zero", lambda c: c.cons.fetch_bytes(0), V),
