@@ -331,7 +331,8 @@ class JetStream(KeyValueManager, ObjectStoreManager):
         """Publish and wait for the stream's acknowledgement. ``duplicate`` is True for a dedup hit.
 
         The keywords ``msg_id``, ``expected_stream``, ``expected_last_sequence``,
-        ``expected_last_subject_sequence`` and ``expected_last_msg_id`` (or ``options=PublishOptions(...)``)
+        ``expected_last_subject_sequence`` (narrowed by ``expected_last_subject_sequence_subject``) and
+        ``expected_last_msg_id`` (or ``options=PublishOptions(...)``)
         add the stream-side checks of :class:`PublishOptions`. With ``msg_id`` a publish retried after an
         error is stored once inside the duplicate window.
         """

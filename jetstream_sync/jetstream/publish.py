@@ -16,7 +16,7 @@ import tenacity
 from .. import errors
 from .._protocol import Command, api_response, encode_pub_parts
 from .._runtime import LightFuture, Runtime, wait_while
-from .._validate import PreparedMessage, check_int, check_str_or_none, check_timeout, to_seconds
+from .._validate import PreparedMessage, check_int, check_str_or_none, check_subject, check_timeout, to_seconds
 from ..models import PubAck
 
 __all__ = [
@@ -66,6 +66,11 @@ def _optional_text(_inst: object, attr: attrs.Attribute[Any], value: object) -> 
         raise errors.InvalidArgumentError(attr.name, "must be non-empty text without CR or LF")
 
 
+def _optional_filter(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
+    if value is not None:
+        check_subject(attr.name, value, wildcards=True)
+
+
 def _optional_sequence(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
     if value is not None:
         check_int(attr.name, value, minimum=0)
@@ -98,8 +103,11 @@ class PublishOptions:
 
     ``msg_id`` deduplicates inside the stream's duplicate window (so a retried publish is stored once); the
     ``expected_*`` fields make the publish fail with a typed error (WrongLastSequenceError, ...) when the
-    stream is not in the state the publisher assumed (optimistic concurrency). ``ttl`` (nats-server 2.11+,
-    on a stream with ``allow_msg_ttl``) removes this message after that many seconds, or ``"never"``.
+    stream is not in the state the publisher assumed (optimistic concurrency). With
+    ``expected_last_subject_sequence_subject`` (nats-server 2.12+; a subject, wildcards allowed) the
+    ``expected_last_subject_sequence`` check looks at the last message on those subjects rather than on the
+    published one. ``ttl`` (nats-server 2.11+, on a stream with ``allow_msg_ttl``) removes this message after
+    that many seconds, or ``"never"``.
     """
 
     msg_id: str | None = attrs.field(default=None, validator=_optional_text)
@@ -107,7 +115,14 @@ class PublishOptions:
     expected_last_sequence: int | None = attrs.field(default=None, validator=_optional_sequence)
     expected_last_subject_sequence: int | None = attrs.field(default=None, validator=_optional_sequence)
     expected_last_msg_id: str | None = attrs.field(default=None, validator=_optional_text)
+    expected_last_subject_sequence_subject: str | None = attrs.field(default=None, validator=_optional_filter)
     ttl: float | str | None = attrs.field(default=None, converter=_message_ttl)
+
+    def __attrs_post_init__(self) -> None:
+        if self.expected_last_subject_sequence_subject is not None and self.expected_last_subject_sequence is None:
+            raise errors.InvalidArgumentError(
+                "expected_last_subject_sequence_subject", "only narrows expected_last_subject_sequence: set that too"
+            )
 
     def headers(self) -> list[tuple[bytes, bytes]]:
         """The ``Nats-*`` headers that carry these checks (none for the default options)."""
@@ -116,6 +131,7 @@ class PublishOptions:
             (b"Nats-Msg-Id", self.msg_id),
             (b"Nats-Expected-Stream", self.expected_stream),
             (b"Nats-Expected-Last-Msg-Id", self.expected_last_msg_id),
+            (b"Nats-Expected-Last-Subject-Sequence-Subject", self.expected_last_subject_sequence_subject),
         ):
             if value is not None:
                 extra.append((key, value.encode()))

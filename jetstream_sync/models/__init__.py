@@ -67,6 +67,7 @@ from .object_store import ObjectInfo, ObjectLink, ObjectMeta, ObjectStoreConfig,
 from .publish import PubAck
 from .stream import (
     DiscardPolicy,
+    PersistMode,
     RetentionPolicy,
     StorageType,
     StoreCompression,
@@ -97,6 +98,7 @@ __all__ = [
     "MaxDeliveriesExceeded",
     "MessageNaked",
     "MessageTerminated",
+    "PersistMode",
     "PubAck",
     "ReplayPolicy",
     "RetentionPolicy",

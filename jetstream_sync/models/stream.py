@@ -40,6 +40,7 @@ from ._base import (
 
 __all__ = [
     "DiscardPolicy",
+    "PersistMode",
     "RetentionPolicy",
     "StorageType",
     "StoreCompression",
@@ -74,6 +75,14 @@ class StoreCompression(enum.Enum):
     S2 = "s2"
 
 
+class PersistMode(enum.Enum):
+    """How a file stream writes (nats-server 2.12+): DEFAULT syncs as configured, ASYNC acknowledges before the
+    write reaches the disk (faster; a crash can lose the last acknowledged messages)."""
+
+    DEFAULT = "default"
+    ASYNC = "async"
+
+
 # --- converters ----------------------------------------------------------------------------------------------
 
 
@@ -91,6 +100,10 @@ def _storage(value: StorageType | str) -> StorageType:
 
 def _compression(value: StoreCompression | str) -> StoreCompression:
     return _to_enum(StoreCompression, "compression", value)
+
+
+def _persist_mode(value: PersistMode | str) -> PersistMode:
+    return _to_enum(PersistMode, "persist_mode", value)
 
 
 # --- streams -------------------------------------------------------------------------------------------------
@@ -153,6 +166,23 @@ class StreamConfig(_Model):
         metadata=_DURATION,
     )
     consumer_limits: dict[str, Any] | None = attrs.field(default=None, validator=_check_dict)
+    # nats-server 2.12+ (2.14+ for allow_batched). Left out of the request unless set: the server refuses a field
+    # it does not know, so an older server still takes a config that does not use them.
+    #: counters (ADR-49): each message adds to the subject's running total
+    allow_msg_counter: bool = attrs.field(default=False, validator=_check_bool, metadata=_OMITEMPTY)
+    #: atomic batch publish (ADR-50)
+    allow_atomic_publish: bool = attrs.field(
+        default=False, validator=_check_bool, metadata=_meta(wire="allow_atomic", omitempty=True)
+    )
+    #: message schedules (ADR-51)
+    allow_msg_schedules: bool = attrs.field(default=False, validator=_check_bool, metadata=_OMITEMPTY)
+    #: fast ingest batches (nats-server 2.14+)
+    allow_batched: bool = attrs.field(default=False, validator=_check_bool, metadata=_OMITEMPTY)
+    persist_mode: PersistMode | str | None = attrs.field(
+        default=None,
+        converter=attrs.converters.optional(_persist_mode),
+        metadata=_meta("enum", enum_type=PersistMode, omitempty=True),
+    )
 
     def __attrs_post_init__(self) -> None:
         """Rules that span fields; the server would reject these too, but with a less helpful message."""
