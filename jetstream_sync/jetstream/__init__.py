@@ -3,6 +3,7 @@ port only (docs/ARCHITECTURE.md, "Layout").
 
 ``context.py`` (JetStream), ``api.py`` (JetStreamAPI: every API request), ``streams.py`` (Stream),
 ``publish.py`` (PublishOptions, publish_async's machinery), ``direct.py`` (direct get, single and batched),
+``counter.py`` (ADR-49 counters),
 ``consumers/``. KV and the object store go in ``kv/`` and ``object_store/``, the ADR-15 subscribe API in
 ``subscribe.py``.
 """
@@ -28,6 +29,7 @@ from .consumers import (
     PushOptions,
 )
 from .context import JetStream
+from .counter import Counter
 from .kv import KeyValue, KeyValueManager, KeyWatcher, WatchOptions
 from .publish import PublishOptions
 from .streams import Stream
@@ -38,6 +40,7 @@ __all__ = [
     "ConsumeOptions",
     "ConsumeStats",
     "Consumer",
+    "Counter",
     "DeliverySource",
     "FetchOptions",
     "JetStream",

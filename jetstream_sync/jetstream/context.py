@@ -52,6 +52,7 @@ from .consumers import (
     check_push_config,
 )
 from .consumers.push import DEFAULT_PENDING_BYTES, DEFAULT_PENDING_MSGS
+from .counter import Counter
 from .kv.manager import KeyValueManager
 from .object_store.manager import ObjectStoreManager
 from .publish import (
@@ -148,6 +149,17 @@ class JetStream(KeyValueManager, ObjectStoreManager):
     def stream(self, name: str) -> Stream:
         """A handle on an existing stream (its info is fetched); StreamNotFoundError otherwise."""
         return Stream(self, self.stream_info(name))
+
+    def counter(self, name: str) -> Counter:
+        """The counters of stream ``name``, which must allow them (``StreamConfig(allow_msg_counter=True)``,
+        nats-server 2.12+); see :class:`Counter`."""
+        require_server(self.client.server_info, "counters", (2, 12, 0))
+        stream = self.stream(name)
+        if not stream.cached_info.config.allow_msg_counter:
+            raise errors.InvalidArgumentError(
+                "name", f"stream {name!r} does not keep counters: create it with StreamConfig(allow_msg_counter=True)"
+            )
+        return Counter(stream)
 
     def stream_info(self, name: str) -> StreamInfo:
         check_name("stream", name)

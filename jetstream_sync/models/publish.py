@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import attrs
 
-from ._base import _OMITEMPTY, _Model
+from ._base import _OMITEMPTY, _meta, _Model
 
 __all__ = ["PubAck"]
 
@@ -21,3 +21,5 @@ class PubAck(_Model):
     seq: int
     duplicate: bool = attrs.field(default=False, metadata=_OMITEMPTY)
     domain: str | None = None
+    #: a counter stream's total on the subject after this increment (ADR-49), as the server's decimal text
+    value: str | None = attrs.field(default=None, metadata=_meta(wire="val", omitempty=True))
