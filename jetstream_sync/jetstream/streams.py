@@ -1,15 +1,16 @@
-"""Stream: info, purge, reading and deleting single messages, and the stream's consumers."""
+"""Stream: info, purge, reading (one message, or many in one round trip) and deleting messages, and its consumers."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import errors
 from .._validate import check_int, check_subject
 from ..models import ConsumerConfig, ConsumerInfo, StoredMsg, StreamInfo
+from ._features import require_server
 from .consumers import Consumer, OrderedConsumer, OrderedConsumerConfig, OrderedPushConsumer, PushConsumer
-from .direct import direct_get_one
+from .direct import direct_get_batch, direct_get_last, direct_get_one
 
 if TYPE_CHECKING:
     from .context import JetStream
@@ -67,6 +68,29 @@ class Stream:
         if self._use_direct(direct):
             return self._direct_get(f"{self.name}.{subject}", None)
         return self._api_get({"last_by_subj": subject})
+
+    # -- many messages in one round trip (ADR-31 batched direct get, nats-server 2.11+, allow_direct) -----------
+    def get_msgs(
+        self,
+        start_seq: int,
+        batch: int,
+        *,
+        subjects: Sequence[str] | None = None,
+        up_to_seq: int | None = None,
+        max_bytes: int | None = None,
+    ) -> list[StoredMsg]:
+        """Up to ``batch`` messages stored at or after ``start_seq``, in order, optionally only on ``subjects``
+        (wildcards allowed), up to ``up_to_seq``, and within ``max_bytes`` of payload. Needs ``allow_direct``
+        (NoRespondersError otherwise) and nats-server 2.11+; see :func:`jetstream_sync.direct.direct_get_batch`."""
+        require_server(self.jetstream.client.server_info, "batched direct get", (2, 11, 0))
+        return direct_get_batch(self, start_seq, batch, subjects=subjects, up_to_seq=up_to_seq, max_bytes=max_bytes)
+
+    def get_last_msgs_for(self, subjects: Sequence[str], *, up_to_seq: int | None = None) -> list[StoredMsg]:
+        """The last message on each subject matching ``subjects`` (wildcards allowed), in stream order, read
+        at one moment (or as of ``up_to_seq``). Subjects with no message are absent. Needs ``allow_direct`` and
+        nats-server 2.11+; see :func:`jetstream_sync.direct.direct_get_last`."""
+        require_server(self.jetstream.client.server_info, "multi-subject direct get", (2, 11, 0))
+        return direct_get_last(self, subjects, up_to_seq=up_to_seq)
 
     def _use_direct(self, direct: bool | None) -> bool:
         if direct is not None:

@@ -71,3 +71,18 @@ def test_the_last_subject_sequence_check_can_look_at_other_subjects(js, name):
         )
     with pytest.raises(errors.InvalidArgumentError, match="expected_last_subject_sequence"):
         js.publish(f"{name}.orders.5", b"e", expected_last_subject_sequence_subject=f"{name}.orders.*")
+
+
+def test_many_messages_in_one_round_trip_through_the_stream(js, name):
+    """ADR-31 through Stream: a batch from a sequence (filtered, bounded) and the last message per subject."""
+    stream = js.create_stream(StreamConfig(name=name, subjects=[f"{name}.>"], allow_direct=True))
+    for i in range(1, 7):
+        js.publish(f"{name}.{'eu' if i % 2 else 'us'}.{i}", b"%d" % i)
+    assert [m.seq for m in stream.get_msgs(2, 3)] == [2, 3, 4]
+    assert [m.data for m in stream.get_msgs(1, 10, subjects=[f"{name}.eu.*"])] == [b"1", b"3", b"5"]
+    assert [m.seq for m in stream.get_msgs(1, 10, up_to_seq=4)] == [1, 2, 3, 4]
+    js.publish(f"{name}.eu.1", b"again")
+    last = stream.get_last_msgs_for([f"{name}.eu.1", f"{name}.us.6", f"{name}.none"])
+    assert [(m.subject, m.data) for m in last] == [(f"{name}.us.6", b"6"), (f"{name}.eu.1", b"again")]
+    with pytest.raises(errors.InvalidArgumentError, match="subjects"):
+        stream.get_last_msgs_for([])
