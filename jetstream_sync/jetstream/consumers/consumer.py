@@ -15,6 +15,7 @@ from ... import errors
 from ..._validate import options_from, to_seconds
 from ...message import Msg
 from ...models import AckPolicy, ConsumerInfo
+from ._progress import ProgressKeeper
 from ._pull import ContinuousPull, FetchPull, PullTarget
 from ._reads import FetchCalls, ServerConsumerHandle, check_callable, reporter
 from .delivery import ConsumeContext, ErrorHandler, MessageBatch, MessagesIterator
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
     from ..context import JetStream
 
 __all__ = ["Consumer"]
+
+_SERVER_ACK_WAIT = 30.0  # the server's ack_wait when a consumer's config leaves it unset
 
 
 class Consumer(ServerConsumerHandle, FetchCalls):
@@ -56,6 +59,16 @@ class Consumer(ServerConsumerHandle, FetchCalls):
         return MessageBatch(pull, time.monotonic() + wait)
 
     # -- continuous pulls -------------------------------------------------------------------------------
+    def _progress_keeper(self, auto_in_progress: bool) -> ProgressKeeper | None:
+        if not isinstance(auto_in_progress, bool):
+            raise errors.InvalidTypeError("auto_in_progress", f"must be a bool, got {type(auto_in_progress).__name__}")
+        if not auto_in_progress:
+            return None
+        config = self.cached_info.config
+        if config.ack_policy == AckPolicy.NONE:
+            raise errors.InvalidArgumentError("auto_in_progress", "an AckNone consumer takes no acks to keep alive")
+        return ProgressKeeper(self._runtime, config.ack_wait or _SERVER_ACK_WAIT)
+
     def _continuous(
         self, options: ConsumeOptions | None, kwargs: dict[str, Any], error_handler: ErrorHandler | None
     ) -> ContinuousPull:
@@ -89,17 +102,21 @@ class Consumer(ServerConsumerHandle, FetchCalls):
         *,
         options: ConsumeOptions | None = None,
         error_handler: ErrorHandler | None = None,
+        auto_in_progress: bool = False,
         **kwargs: Any,
     ) -> ConsumeContext:
         """Run ``handler(msg)`` for every message, serially, on the consume's own thread.
 
         Takes the options of :meth:`messages`. Errors and warnings (status warnings, missed heartbeats,
         exceptions from the handler) go to ``error_handler`` on the client's watchdog thread; terminal ones end
-        the consume.
+        the consume. With ``auto_in_progress`` a handler that works longer than half the consumer's ack_wait
+        has its message kept alive (+WPI every ack_wait/2, from the watchdog) until it acks or returns, so it
+        is not redelivered meanwhile.
         """
         check_callable("handler", handler)
+        progress = self._progress_keeper(auto_in_progress)
         pull = self._continuous(options, kwargs, error_handler)
-        context = ConsumeContext(pull, handler)
+        context = ConsumeContext(pull, handler, progress)
         pull.start(self.jetstream.timeout)
         context.start()
         return context

@@ -24,6 +24,7 @@ from ... import errors
 from ..._runtime import BufferFinished, ForkGuard
 from ..._validate import check_int, check_timeout
 from ...message import Msg
+from ._progress import ProgressKeeper
 
 __all__ = [
     "BatchSource",
@@ -286,9 +287,12 @@ class ConsumeContext:
     goes on. One that raises SystemExit or KeyboardInterrupt ends the consume, with the exception in ``error``.
     """
 
-    def __init__(self, source: DeliverySource, handler: Callable[[Msg], object]) -> None:
+    def __init__(
+        self, source: DeliverySource, handler: Callable[[Msg], object], progress: ProgressKeeper | None = None
+    ) -> None:
         self._source = source
         self._handler = handler
+        self._progress = progress  # auto_in_progress: keeps the message in hand alive while the handler works
         self.closed = threading.Event()
         self.error: BaseException | None = None
         self._fork_guard = ForkGuard()  # its thread does not exist in a forked child: wait() would never return
@@ -297,10 +301,13 @@ class ConsumeContext:
     def start(self) -> None:
         """Start the handler thread (once the source is running)."""
         self._source.adopt_thread(self._thread)
+        if self._progress is not None:
+            self._progress.start()
         self._thread.start()
 
     def _run(self) -> None:
         source = self._source
+        progress = self._progress
         try:
             while True:
                 try:
@@ -314,6 +321,8 @@ class ConsumeContext:
                     if source.halted:
                         return
                     source.handed_out(msg)
+                    if progress is not None:
+                        progress.begin(msg)
                     try:
                         self._handler(msg)
                     except Exception as exc:
@@ -322,7 +331,12 @@ class ConsumeContext:
                         log.warning("consume %s: the handler raised %r; the consume ends", source.label, exc)
                         self.error = exc
                         return
+                    finally:
+                        if progress is not None:
+                            progress.end()
         finally:
+            if progress is not None:
+                progress.stop()
             source.stop()
             self.closed.set()
 

@@ -1,0 +1,56 @@
+"""consume(auto_in_progress=True): a handler that works longer than ack_wait is not redelivered meanwhile."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from jetstream_sync import AckPolicy, ConsumerConfig, StreamConfig, errors
+
+
+def slow_consume(stream, js, name, auto: bool) -> list[int]:
+    """One message, a handler that works 2.5 s (ack_wait is 1 s) and acks: the deliveries it saw."""
+    js.publish(f"{name}.a", b"slow")
+    consumer = stream.create_consumer(ConsumerConfig(durable_name=f"w{int(auto)}", ack_wait=1))
+    seen: list[int] = []
+    done = threading.Event()
+
+    def handler(msg) -> None:
+        seen.append(msg.metadata.num_delivered)
+        if len(seen) == 1:
+            time.sleep(2.5)  # the work itself, longer than ack_wait
+        msg.ack_sync()
+        done.set()
+
+    ctx = consumer.consume(handler, auto_in_progress=auto)
+    try:
+        assert done.wait(10)
+        # a redelivery, if one was made, arrives within ack_wait of the first delivery's last +WPI
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline and len(seen) < 2:
+            time.sleep(0.05)  # the poll of a bounded wait for a redelivery that must not come (auto) or must
+        return seen
+    finally:
+        ctx.stop()
+        ctx.wait(5)
+
+
+def test_a_slow_handler_keeps_its_message(js, name):
+    stream = js.create_stream(StreamConfig(name=name, subjects=[f"{name}.>"]))
+    assert slow_consume(stream, js, name, auto=True) == [1]
+
+
+def test_without_it_the_same_handler_sees_a_redelivery(js, name):
+    stream = js.create_stream(StreamConfig(name=name, subjects=[f"{name}.>"]))
+    assert slow_consume(stream, js, name, auto=False) == [1, 2]
+
+
+def test_auto_in_progress_is_refused_where_it_cannot_work(stream):
+    none = stream.create_consumer(ConsumerConfig(durable_name="n", ack_policy=AckPolicy.NONE))
+    with pytest.raises(errors.InvalidArgumentError, match="AckNone"):
+        none.consume(lambda m: None, auto_in_progress=True)
+    explicit = stream.create_consumer(ConsumerConfig(durable_name="e"))
+    with pytest.raises(errors.InvalidTypeError, match="auto_in_progress"):
+        explicit.consume(lambda m: None, auto_in_progress="yes")
