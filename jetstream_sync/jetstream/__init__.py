@@ -30,6 +30,7 @@ from .consumers import (
 )
 from .context import JetStream
 from .counter import Counter
+from .dead_letter import DeadLetters
 from .kv import KeyValue, KeyValueManager, KeyWatcher, WatchOptions
 from .publish import PublishOptions
 from .streams import Stream
@@ -41,6 +42,7 @@ __all__ = [
     "ConsumeStats",
     "Consumer",
     "Counter",
+    "DeadLetters",
     "DeliverySource",
     "FetchOptions",
     "JetStream",

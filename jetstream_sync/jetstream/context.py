@@ -53,6 +53,7 @@ from .consumers import (
 )
 from .consumers.push import DEFAULT_PENDING_BYTES, DEFAULT_PENDING_MSGS
 from .counter import Counter
+from .dead_letter import DeadLetters
 from .kv.manager import KeyValueManager
 from .object_store.manager import ObjectStoreManager
 from .publish import (
@@ -478,6 +479,12 @@ class JetStream(KeyValueManager, ObjectStoreManager):
         return _subscribe.pull_subscribe(self, subject, durable, stream, config, bind=bind)
 
     # -- what the server says -----------------------------------------------------------------------------
+    def dead_letter(self, stream: str, consumer: str, *, to: str, delete: bool = False) -> DeadLetters:
+        """Move the messages ``consumer`` gives up on (max deliveries, or ``term()``) to subject ``to``, with
+        headers naming the stream, consumer, sequence, subject, delivery count and reason; with ``delete``
+        also remove them from ``stream``. Runs on its own thread until ``stop()``; see :class:`DeadLetters`."""
+        return DeadLetters(self, stream, consumer, to=to, delete=delete)
+
     def advisories(
         self,
         stream: str | None = None,
