@@ -3,7 +3,8 @@
 While the handler holds a message for longer than half the consumer's ``ack_wait``, the watchdog thread sends
 the message's ``in_progress()`` (+WPI), which restarts the server's ack timer, and again every ``ack_wait / 2``.
 It stops the moment the handler acks (``in_progress`` then does nothing) or returns. The watchdog sends, never
-the IO thread, and the consume thread pays two lock operations per message.
+the IO thread, and a handler thread pays two lock operations per message. With ``workers=N`` each worker's
+message is kept alive on its own.
 """
 
 from __future__ import annotations
@@ -28,8 +29,7 @@ class ProgressKeeper:
         self._runtime = runtime
         self.interval = ack_wait / 2
         self._lock = threading.Lock()
-        self._msg: Msg | None = None  # the message in the handler's hands
-        self._due = 0.0  # when its next +WPI is due (time.monotonic())
+        self._in_hand: dict[int, tuple[Msg, float]] = {}  # by id: each message a handler holds, its next +WPI due
         #: how many +WPI were sent
         self.sent = 0
 
@@ -40,25 +40,25 @@ class ProgressKeeper:
         self._runtime.unwatch(self._check)
 
     def begin(self, msg: Msg) -> None:
-        """Consume thread: the handler starts on ``msg``."""
+        """A handler thread starts on ``msg``."""
         with self._lock:
-            self._msg, self._due = msg, time.monotonic() + self.interval
+            self._in_hand[id(msg)] = (msg, time.monotonic() + self.interval)
 
-    def end(self) -> None:
-        """Consume thread: the handler returned."""
+    def end(self, msg: Msg) -> None:
+        """The handler returned from ``msg``."""
         with self._lock:
-            self._msg = None
+            self._in_hand.pop(id(msg), None)
 
     def _check(self, now: float) -> None:
         """Watchdog thread."""
         with self._lock:
-            msg = self._msg
-            if msg is None or now < self._due or msg.is_acked:
-                return
-            self._due = now + self.interval
-        try:
-            msg.in_progress()
-        except errors.JetStreamError as exc:  # disconnected or closing: the next tick tries again
-            log.debug("auto_in_progress: +WPI for %s not sent: %s", msg.subject, exc)
-            return
-        self.sent += 1
+            due = [msg for msg, at in self._in_hand.values() if at <= now and not msg.is_acked]
+            for msg in due:
+                self._in_hand[id(msg)] = (msg, now + self.interval)
+        for msg in due:
+            try:
+                msg.in_progress()
+            except errors.JetStreamError as exc:  # disconnected or closing: the next round tries again
+                log.debug("auto_in_progress: +WPI for %s not sent: %s", msg.subject, exc)
+                continue
+            self.sent += 1

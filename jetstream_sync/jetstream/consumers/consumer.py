@@ -7,12 +7,12 @@ Each reading method takes its options as keywords or as one ``options=`` object 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from ... import errors
-from ..._validate import options_from, to_seconds
+from ..._validate import check_int, options_from, to_seconds
 from ...message import Msg
 from ...models import AckPolicy, ConsumerInfo
 from ._progress import ProgressKeeper
@@ -103,6 +103,8 @@ class Consumer(ServerConsumerHandle, FetchCalls):
         options: ConsumeOptions | None = None,
         error_handler: ErrorHandler | None = None,
         auto_in_progress: bool = False,
+        workers: int = 1,
+        ordered_by: Callable[[Msg], Hashable] | None = None,
         **kwargs: Any,
     ) -> ConsumeContext:
         """Run ``handler(msg)`` for every message, serially, on the consume's own thread.
@@ -111,12 +113,17 @@ class Consumer(ServerConsumerHandle, FetchCalls):
         exceptions from the handler) go to ``error_handler`` on the client's watchdog thread; terminal ones end
         the consume. With ``auto_in_progress`` a handler that works longer than half the consumer's ack_wait
         has its message kept alive (+WPI every ack_wait/2, from the watchdog) until it acks or returns, so it
-        is not redelivered meanwhile.
+        is not redelivered meanwhile. With ``workers=N`` the handler runs on N threads; with ``ordered_by``
+        (a function of the message, e.g. ``lambda m: m.subject``) messages of one key go to one worker, in
+        order, never two at once (see ``consumers/_pool.py``).
         """
         check_callable("handler", handler)
+        check_int("workers", workers, minimum=1)
+        if ordered_by is not None:
+            check_callable("ordered_by", ordered_by)
         progress = self._progress_keeper(auto_in_progress)
         pull = self._continuous(options, kwargs, error_handler)
-        context = ConsumeContext(pull, handler, progress)
+        context = ConsumeContext(pull, handler, progress, workers=workers, ordered_by=ordered_by)
         pull.start(self.jetstream.timeout)
         context.start()
         return context

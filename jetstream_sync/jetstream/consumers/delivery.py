@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from datetime import timedelta
 from types import TracebackType
 from typing import Protocol
@@ -24,6 +24,7 @@ from ... import errors
 from ..._runtime import BufferFinished, ForkGuard
 from ..._validate import check_int, check_timeout
 from ...message import Msg
+from ._pool import WorkerPool
 from ._progress import ProgressKeeper
 
 __all__ = [
@@ -280,7 +281,8 @@ class MessagesIterator:
 
 
 class ConsumeContext:
-    """A running consume(): the handler runs serially on this consume's own thread.
+    """A running consume(): the handler runs serially on this consume's own thread (or, with ``workers=N``, on
+    a pool of N threads fed by it; ``_pool.py``).
 
     ``closed`` is set once the consume ended (stop, drain, terminal error or client close) and its thread
     finished the message in hand. A handler that raises an Exception reports to ``error_handler``; the consume
@@ -288,26 +290,62 @@ class ConsumeContext:
     """
 
     def __init__(
-        self, source: DeliverySource, handler: Callable[[Msg], object], progress: ProgressKeeper | None = None
+        self,
+        source: DeliverySource,
+        handler: Callable[[Msg], object],
+        progress: ProgressKeeper | None = None,
+        *,
+        workers: int = 1,
+        ordered_by: Callable[[Msg], Hashable] | None = None,
     ) -> None:
         self._source = source
         self._handler = handler
-        self._progress = progress  # auto_in_progress: keeps the message in hand alive while the handler works
+        self._progress = progress  # auto_in_progress: keeps the messages in hand alive while the handler works
+        # workers=N: the handler runs on the pool's threads, this thread only reads
+        self._pool = WorkerPool(self._call, workers, ordered_by, source.label, source.report) if workers > 1 else None
         self.closed = threading.Event()
         self.error: BaseException | None = None
         self._fork_guard = ForkGuard()  # its thread does not exist in a forked child: wait() would never return
+        self._handled = 0
         self._thread = threading.Thread(target=self._run, name=f"jetstream-sync-consume-{source.label}", daemon=True)
 
+    @property
+    def worker_stats(self) -> list[int]:
+        """With ``workers=N``: how many messages each worker has handled (one entry without a pool)."""
+        return list(self._pool.processed) if self._pool is not None else [self._handled]
+
     def start(self) -> None:
-        """Start the handler thread (once the source is running)."""
+        """Start the handler thread (and the workers), once the source is running."""
         self._source.adopt_thread(self._thread)
         if self._progress is not None:
             self._progress.start()
+        if self._pool is not None:
+            self._pool.start(self._source.adopt_thread)
         self._thread.start()
+
+    def _call(self, msg: Msg) -> bool:
+        """Any handler thread: run the handler on ``msg``. False when it raised SystemExit or KeyboardInterrupt,
+        which ends the consume (the exception is kept in ``error``); an Exception goes to the error handler."""
+        progress = self._progress
+        if progress is not None:
+            progress.begin(msg)
+        try:
+            self._handler(msg)
+        except Exception as exc:
+            self._source.report(exc)
+        except BaseException as exc:  # SystemExit, KeyboardInterrupt: the handler asked to stop
+            log.warning("consume %s: the handler raised %r; the consume ends", self._source.label, exc)
+            self.error = exc
+            self._source.stop()
+            return False
+        finally:
+            if progress is not None:
+                progress.end(msg)
+        return True
 
     def _run(self) -> None:
         source = self._source
-        progress = self._progress
+        pool = self._pool
         try:
             while True:
                 try:
@@ -320,23 +358,20 @@ class ConsumeContext:
                 for msg in batch:
                     if source.halted:
                         return
-                    source.handed_out(msg)
-                    if progress is not None:
-                        progress.begin(msg)
-                    try:
-                        self._handler(msg)
-                    except Exception as exc:
-                        source.report(exc)
-                    except BaseException as exc:  # SystemExit, KeyboardInterrupt: the handler asked to stop
-                        log.warning("consume %s: the handler raised %r; the consume ends", source.label, exc)
-                        self.error = exc
-                        return
-                    finally:
-                        if progress is not None:
-                            progress.end()
+                    if pool is None:
+                        source.handed_out(msg)
+                        if not self._call(msg):
+                            return
+                        self._handled += 1
+                    else:
+                        if not pool.submit(msg, lambda: source.halted):
+                            return
+                        source.handed_out(msg)
         finally:
-            if progress is not None:
-                progress.stop()
+            if pool is not None:
+                pool.finish(drop_queued=source.halted or pool.halted)
+            if self._progress is not None:
+                self._progress.stop()
             source.stop()
             self.closed.set()
 
