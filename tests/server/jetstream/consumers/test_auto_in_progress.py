@@ -10,7 +10,7 @@ import pytest
 from jetstream_sync import AckPolicy, ConsumerConfig, StreamConfig, errors
 
 
-def slow_consume(stream, js, name, auto: bool) -> list[int]:
+def slow_consume(stream, js, name, auto: bool, workers: int = 1) -> list[int]:
     """One message, a handler that works 2.5 s (ack_wait is 1 s) and acks: the deliveries it saw."""
     js.publish(f"{name}.a", b"slow")
     consumer = stream.create_consumer(ConsumerConfig(durable_name=f"w{int(auto)}", ack_wait=1))
@@ -24,7 +24,7 @@ def slow_consume(stream, js, name, auto: bool) -> list[int]:
         msg.ack_sync()
         done.set()
 
-    ctx = consumer.consume(handler, auto_in_progress=auto)
+    ctx = consumer.consume(handler, auto_in_progress=auto, workers=workers)
     try:
         assert done.wait(10)
         # a redelivery, if one was made, arrives within ack_wait of the first delivery's last +WPI
@@ -37,9 +37,10 @@ def slow_consume(stream, js, name, auto: bool) -> list[int]:
         ctx.wait(5)
 
 
-def test_a_slow_handler_keeps_its_message(js, name):
+@pytest.mark.parametrize("workers", [1, 3])
+def test_a_slow_handler_keeps_its_message(js, name, workers):
     stream = js.create_stream(StreamConfig(name=name, subjects=[f"{name}.>"]))
-    assert slow_consume(stream, js, name, auto=True) == [1]
+    assert slow_consume(stream, js, name, auto=True, workers=workers) == [1]
 
 
 def test_without_it_the_same_handler_sees_a_redelivery(js, name):
