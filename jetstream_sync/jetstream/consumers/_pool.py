@@ -1,17 +1,21 @@
 """``consume(handler, workers=N, ordered_by=key)``: the handler on N threads.
 
-The consume's own thread stays the only reader of the delivery source and hands each message to a worker. With
-``ordered_by``, every message of one key goes to the same worker (by the key's hash), through that worker's
-queue of 8: per-key order is kept and two messages of a key never run at once. Without it the workers share
-one queue of N. Either way the reader blocks when the queue it needs is full, so at most 8N messages wait in the
-pool (and N are in hand) on top of what the source buffers: memory stays bounded by ``max_messages`` + 9N.
+The consume's own thread stays the only reader of the delivery source and hands each message to the pool.
+Without ``ordered_by`` any idle worker takes the next message. With it, a key is *active* while a worker holds
+one of its messages: later messages of that key wait behind it, and that same worker runs them, in order, when
+it is done; a key with nothing in hand goes to whichever worker is idle. So per-key order holds and two messages
+of a key never run at once, while the work spreads over the workers as it comes (binding each key to one worker
+by its hash would leave the busiest worker the bottleneck: 50 keys over 8 workers give one of them 9).
+
+The reader blocks while ``8 * N`` messages wait in the pool, so memory stays bounded by what the source buffers
+(``max_messages``) plus that, plus the N in hand.
 """
 
 from __future__ import annotations
 
 import logging
-import queue
 import threading
+from collections import deque
 from collections.abc import Callable, Hashable
 
 from ...message import Msg
@@ -20,11 +24,9 @@ __all__ = ["WorkerPool"]
 
 log = logging.getLogger("jetstream_sync")
 
-_END = object()  # tells a worker there is nothing more
 _POLL = 0.25  # how often a blocked hand-off looks at whether the consume ended
-# Messages a keyed worker may have waiting: more than one, so that the reader, blocked on the queue of a busy
-# worker (one key's messages must go to it), is blocked less often while the other workers idle.
-_PER_WORKER = 8
+_PER_WORKER = 8  # messages that may wait in the pool per worker
+_NO_KEY = object()  # without ordered_by: every message is free to go to any worker
 
 
 class WorkerPool:
@@ -41,14 +43,13 @@ class WorkerPool:
         self._call = call  # runs the handler; False when the consume must end (SystemExit, KeyboardInterrupt)
         self._ordered_by = ordered_by
         self._report = report
-        self._halt = threading.Event()
-        if ordered_by is None:
-            shared: queue.Queue[object] = queue.Queue(maxsize=workers)
-            self._queues = [shared]
-            self._queue_of = [shared] * workers
-        else:
-            self._queues = [queue.Queue(maxsize=_PER_WORKER) for _ in range(workers)]
-            self._queue_of = list(self._queues)
+        self._cond = threading.Condition(threading.Lock())
+        self._ready: deque[tuple[object, Msg]] = deque()  # (key, message) any idle worker may take
+        self._behind: dict[object, deque[Msg]] = {}  # active keys: the messages waiting behind the one in hand
+        self._waiting = 0  # messages in _ready and _behind
+        self._limit = _PER_WORKER * workers
+        self._ending = False  # no more messages will come: workers end once nothing is left
+        self._halted = False  # stop, or a handler's SystemExit: workers end now, leaving what waits
         #: messages each worker has run the handler on
         self.processed = [0] * workers
         self.threads = [
@@ -59,7 +60,7 @@ class WorkerPool:
     @property
     def halted(self) -> bool:
         """A handler asked the consume to end."""
-        return self._halt.is_set()
+        return self._halted
 
     def start(self, adopt: Callable[[threading.Thread], None]) -> None:
         for thread in self.threads:
@@ -67,54 +68,70 @@ class WorkerPool:
             thread.start()
 
     def submit(self, msg: Msg, ended: Callable[[], bool]) -> bool:
-        """Reader thread: hand ``msg`` to its worker, waiting while that worker is busy; False (nothing handed)
-        once the consume ended meanwhile."""
-        target = self._queues[self._index(msg)]
-        while not (self._halt.is_set() or ended()):
-            try:
-                target.put(msg, timeout=_POLL)
-                return True
-            except queue.Full:
-                continue
-        return False
+        """Reader thread: hand ``msg`` to the pool, waiting while it is full; False (nothing handed) once the
+        consume ended meanwhile."""
+        key = self._key(msg)
+        with self._cond:
+            while self._waiting >= self._limit and not (self._halted or ended()):
+                self._cond.wait(_POLL)
+            if self._halted or ended():
+                return False
+            behind = self._behind.get(key) if key is not _NO_KEY else None
+            if behind is not None:
+                behind.append(msg)  # its key is in a worker's hands: that worker runs it next, in order
+            else:
+                if key is not _NO_KEY:
+                    self._behind[key] = deque()  # the key is active from now until its worker runs dry
+                self._ready.append((key, msg))
+            self._waiting += 1
+            self._cond.notify_all()
+        return True
 
-    def _index(self, msg: Msg) -> int:
+    def _key(self, msg: Msg) -> object:
         if self._ordered_by is None:
-            return 0
+            return _NO_KEY
         try:
-            key = self._ordered_by(msg)
-            return hash(key) % len(self._queues)
-        except Exception as exc:  # a key function that fails: reported, and its messages share worker 0
+            return self._ordered_by(msg)
+        except Exception as exc:  # a key function that fails: reported, and its messages share one key
             self._report(exc)
-            return 0
+            return None
 
     def _work(self, index: int) -> None:
-        source = self._queue_of[index]
+        key: object = _NO_KEY
         while True:
-            item = source.get()
-            if item is _END:
-                return
-            if self._halt.is_set():
-                continue  # stopped: what was queued is not run (it is redelivered), the end marker still comes
-            assert isinstance(item, Msg)
-            if not self._call(item):
-                self._halt.set()
+            with self._cond:
+                msg = None
+                if key is not _NO_KEY:  # the next message of the key this worker holds, or let the key go
+                    behind = self._behind[key]
+                    if behind and not self._halted:
+                        msg = behind.popleft()
+                    else:
+                        del self._behind[key]
+                        key = _NO_KEY
+                while msg is None:
+                    if self._halted or (self._ending and not self._ready):
+                        return
+                    if self._ready:
+                        key, msg = self._ready.popleft()
+                    else:
+                        self._cond.wait()
+                self._waiting -= 1
+                self._cond.notify_all()
+            if not self._call(msg):
+                with self._cond:
+                    self._halted = True
+                    self._cond.notify_all()
                 return
             self.processed[index] += 1
 
     def finish(self, drop_queued: bool, timeout: float | None = None) -> None:
-        """Reader thread, at the end of the consume: let the workers run what is queued (or drop it when
-        ``drop_queued``), then end them and wait for them (at most ``timeout``)."""
-        if drop_queued:
-            self._halt.set()
-        for index, thread in enumerate(self.threads):
-            target = self._queue_of[index]
-            while thread.is_alive():  # a worker that ended on its own no longer takes its end marker
-                try:
-                    target.put(_END, timeout=_POLL)
-                    break
-                except queue.Full:
-                    continue
+        """Reader thread, at the end of the consume: let the workers run what waits (or drop it when
+        ``drop_queued``), then wait for them to end (at most ``timeout``)."""
+        with self._cond:
+            self._ending = True
+            if drop_queued:
+                self._halted = True
+            self._cond.notify_all()
         for thread in self.threads:
             if thread is not threading.current_thread():
                 thread.join(timeout)
