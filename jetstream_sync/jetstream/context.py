@@ -479,11 +479,22 @@ class JetStream(KeyValueManager, ObjectStoreManager):
         return _subscribe.pull_subscribe(self, subject, durable, stream, config, bind=bind)
 
     # -- what the server says -----------------------------------------------------------------------------
-    def dead_letter(self, stream: str, consumer: str, *, to: str, delete: bool = False) -> DeadLetters:
+    def dead_letter(
+        self,
+        stream: str,
+        consumer: str,
+        *,
+        to: str,
+        delete: bool = False,
+        durable: bool = True,
+        events_stream: str | None = None,
+    ) -> DeadLetters:
         """Move the messages ``consumer`` gives up on (max deliveries, or ``term()``) to subject ``to``, with
         headers naming the stream, consumer, sequence, subject, delivery count and reason; with ``delete``
-        also remove them from ``stream``. Runs on its own thread until ``stop()``; see :class:`DeadLetters`."""
-        return DeadLetters(self, stream, consumer, to=to, delete=delete)
+        also remove them from ``stream``. Runs until ``stop()``. With ``durable`` (the default) the advisories
+        are kept in a work-queue stream (``events_stream``, default ``DLQ_EVENTS_<stream>_<consumer>``), so
+        none is lost while no mover runs; see :class:`DeadLetters`."""
+        return DeadLetters(self, stream, consumer, to=to, delete=delete, durable=durable, events_stream=events_stream)
 
     def advisories(
         self,

@@ -375,6 +375,18 @@ class ConsumeContext:
             source.stop()
             self.closed.set()
 
+    def __enter__(self) -> ConsumeContext:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        """``with cons.consume(handler):`` stops the consume on leaving the block and waits for the message in
+        hand (from inside the handler itself it only stops)."""
+        self.stop()
+        if threading.current_thread() is not self._thread:
+            self.closed.wait()
+
     def stop(self) -> None:
         """End delivery at once; the message in hand finishes, buffered ones are left for redelivery."""
         self._fork_guard.check()
