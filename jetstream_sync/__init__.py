@@ -9,6 +9,7 @@ from ._runtime import RawReply, Runtime
 from .client import Client, connect
 from .headers import Headers, HeadersInput
 from .jetstream import (
+    AtomicBatch,
     BatchSource,
     ConsumeContext,
     ConsumeOptions,
@@ -41,6 +42,7 @@ from .models import (
     AccountLimits,
     AckPolicy,
     APIStats,
+    BatchAck,
     ConsumerConfig,
     ConsumerInfo,
     ConsumerPauseState,
@@ -114,6 +116,8 @@ __all__ = [
     "HeadersInput",
     "PullPlan",
     "RawReply",
+    "AtomicBatch",
+    "BatchAck",
     "BatchSource",
     "ConsumeContext",
     "ConsumeOptions",

@@ -13,6 +13,8 @@ __all__ = [
     "APIError",
     "AuthorizationError",
     "BadObjectMetaError",
+    "BatchPublishError",
+    "BatchPublishNotEnabledError",
     "BadRequestError",
     "BucketExistsError",
     "BucketFullError",
@@ -251,6 +253,17 @@ class StreamStoreFailedError(APIError):
 
 class WrongLastMsgIdError(APIError):
     """The expected last message id of a publish did not match the stream."""
+
+
+class BatchPublishError(APIError):
+    """The stream refused a batch (ADR-50 atomic, or 2.14 fast ingest): nothing of an atomic batch was stored.
+    ``err_code`` says why (10176 incomplete, 10199 too large, 10201 duplicate message id, 10210 too many
+    batches in flight, ...)."""
+
+
+class BatchPublishNotEnabledError(BatchPublishError):
+    """The stream does not take this kind of batch: create or update it with
+    ``StreamConfig(allow_atomic_publish=True)`` (atomic batches) or ``allow_batched=True`` (fast ingest)."""
 
 
 class PullError(JetStreamError):
@@ -507,6 +520,21 @@ _API_ERRORS: dict[int, type[APIError]] = {
     10054: MessageTooLargeError,  # message size exceeds maximum allowed
     10052: StreamConfigError,  # invalid stream configuration (an update cannot change storage, ...)
     10077: StreamStoreFailedError,  # maximum bytes/messages exceeded (discard new), or another store failure
+    # ADR-50 batches: atomic (allow_atomic) and fast ingest (allow_batched)
+    10174: BatchPublishNotEnabledError,  # atomic publish is disabled
+    10175: BatchPublishError,  # atomic publish sequence is missing
+    10176: BatchPublishError,  # atomic publish batch is incomplete
+    10177: BatchPublishError,  # atomic publish unsupported header used
+    10179: BatchPublishError,  # atomic publish batch ID is invalid
+    10199: BatchPublishError,  # atomic publish batch is too large
+    10200: BatchPublishError,  # atomic publish batch commit is invalid
+    10201: BatchPublishError,  # atomic publish batch contains duplicate message id
+    10210: BatchPublishError,  # atomic publish too many inflight
+    10205: BatchPublishNotEnabledError,  # batch publish is disabled
+    10206: BatchPublishError,  # batch publish pattern is invalid
+    10207: BatchPublishError,  # batch publish ID is invalid
+    10208: BatchPublishError,  # batch publish ID unknown
+    10211: BatchPublishError,  # batch publish too many inflight
 }
 
 

@@ -3,7 +3,7 @@ port only (docs/ARCHITECTURE.md, "Layout").
 
 ``context.py`` (JetStream), ``api.py`` (JetStreamAPI: every API request), ``streams.py`` (Stream),
 ``publish.py`` (PublishOptions, publish_async's machinery), ``direct.py`` (direct get, single and batched),
-``counter.py`` (ADR-49 counters),
+``counter.py`` (ADR-49 counters), ``batch.py`` (ADR-50 atomic batches),
 ``consumers/``. KV and the object store go in ``kv/`` and ``object_store/``, the ADR-15 subscribe API in
 ``subscribe.py``.
 """
@@ -11,6 +11,7 @@ port only (docs/ARCHITECTURE.md, "Layout").
 from __future__ import annotations
 
 from .api import JetStreamAPI
+from .batch import AtomicBatch
 from .consumers import (
     BatchSource,
     ConsumeContext,
@@ -36,6 +37,7 @@ from .publish import PublishOptions
 from .streams import Stream
 
 __all__ = [
+    "AtomicBatch",
     "BatchSource",
     "ConsumeContext",
     "ConsumeOptions",

@@ -43,6 +43,7 @@ from . import subscribe as _subscribe
 from ._features import require_server
 from .advisories import Advisories, open_advisories
 from .api import JetStreamAPI
+from .batch import AtomicBatch
 from .consumers import (
     Consumer,
     OrderedConsumer,
@@ -401,6 +402,12 @@ class JetStream(KeyValueManager, ObjectStoreManager):
         return self._publisher.submit(
             prepare_message(subject, data, headers, self._runtime.max_payload, extra), timeout
         )
+
+    def atomic_batch(self, *, batch_id: str | None = None, timeout: float | timedelta | None = None) -> AtomicBatch:
+        """A batch of messages stored all together or not at all (ADR-50, nats-server 2.12+, on a stream with
+        ``allow_atomic_publish``): ``with js.atomic_batch() as batch: batch.add(subject, data)``, then
+        ``batch.ack`` is the :class:`BatchAck`. See :class:`AtomicBatch`."""
+        return AtomicBatch(self, batch_id=batch_id, timeout=timeout)
 
     def publish_async_pending(self) -> int:
         """How many asynchronous publishes wait for their ack."""

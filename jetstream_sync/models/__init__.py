@@ -18,7 +18,7 @@ The types are split by API area, the way nats.go splits ``jetstream/stream_confi
 - ``stream``: stream policies, :class:`StreamConfig`, :class:`StreamInfo`, :class:`StreamState`, :class:`StoredMsg`.
 - ``consumer``: consumer policies, :class:`ConsumerConfig`, :class:`ConsumerInfo`, :class:`SequenceInfo`.
 - ``account``: :class:`AccountInfo`, :class:`AccountLimits`, :class:`APIStats`.
-- ``publish``: :class:`PubAck`.
+- ``publish``: :class:`PubAck`, :class:`BatchAck`.
 - ``advisory``: the typed ``$JS.EVENT`` advisories and metrics (:class:`Advisory` and its kinds).
 
 The key-value and object store models go here as well, as ``models/kv.py`` and ``models/object_store.py``,
@@ -64,7 +64,7 @@ from .consumer import (
 )
 from .kv import KeyValueConfig, KeyValueEntry, KeyValueOp, KeyValueStatus
 from .object_store import ObjectInfo, ObjectLink, ObjectMeta, ObjectStoreConfig, ObjectStoreStatus
-from .publish import PubAck
+from .publish import BatchAck, PubAck
 from .stream import (
     DiscardPolicy,
     PersistMode,
@@ -86,6 +86,7 @@ __all__ = [
     "Advisory",
     "AdvisoryAction",
     "AdvisoryKind",
+    "BatchAck",
     "ConsumerAckMetric",
     "ConsumerAction",
     "ConsumerConfig",
