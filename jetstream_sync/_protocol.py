@@ -8,7 +8,7 @@ docs/ARCHITECTURE.md, "Layout".
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any, NamedTuple
 
@@ -235,10 +235,18 @@ def api_response(data: bytes, what: str) -> dict[str, Any]:
 
 
 def pull_request(
-    batch: int, expires: float, max_bytes: int = 0, heartbeat: float = 0.0, no_wait: bool = False
+    batch: int,
+    expires: float,
+    max_bytes: int = 0,
+    heartbeat: float = 0.0,
+    no_wait: bool = False,
+    extra: Mapping[str, object] | None = None,
 ) -> bytes:
-    """The body of a ``CONSUMER.MSG.NEXT`` request (ADR-13), durations in nanoseconds; zero fields are left out."""
+    """The body of a ``CONSUMER.MSG.NEXT`` request (ADR-13), durations in nanoseconds; zero fields are left out.
+    ``extra``: further members (a priority group's, ADR-42)."""
     body: dict[str, Any] = {"batch": batch}
+    if extra:
+        body.update(extra)
     if expires > 0:
         body["expires"] = nanos(expires)
     if max_bytes > 0:

@@ -26,6 +26,7 @@ __all__ = [
     "ConsumerIsQueueBoundError",
     "ConsumerNotFoundError",
     "ConsumerNotQueueError",
+    "ConsumerPinnedEvent",
     "ConsumerSequenceGapError",
     "DeliverGroupMismatchError",
     "DigestMismatchError",
@@ -68,6 +69,7 @@ __all__ = [
     "OrderedConsumerInUseError",
     "OrderedConsumerResetError",
     "PermissionViolationError",
+    "PinIdMismatchError",
     "PublishBackpressureError",
     "PullSubscribeRequiredError",
     "PullSubscribeToPushConsumerError",
@@ -290,6 +292,21 @@ class PushConsumerError(PullError):
 
 class PullWarning(PullError):
     """A pull was refused by a consumer limit (409 Exceeded MaxWaiting, MaxRequestBatch...); not terminal."""
+
+
+class PinIdMismatchError(PullWarning):
+    """423 on a consumer with a pinned client (ADR-42): this client's pin moved to another (it did not pull
+    within ``priority_timeout``, or ``unpin`` was called). The pin is cleared; the next pull competes for it."""
+
+
+class ConsumerPinnedEvent(JetStreamError):
+    """Reported to a consume's error handler when the server pins this client to the consumer's priority group
+    (ADR-42): from now on it alone receives that group's messages. Informational, not a failure."""
+
+    def __init__(self, label: str, group: str, pin_id: str) -> None:
+        self.group = group
+        self.pin_id = pin_id
+        super().__init__(f"{label}: pinned to priority group {group!r} (pin id {pin_id})")
 
 
 class MissedHeartbeatError(JetStreamError):

@@ -38,7 +38,7 @@ from ..models import (
     StreamInfo,
 )
 from ..models.advisory import AdvisoryKind
-from ..models.consumer import ConsumerPauseRequest
+from ..models.consumer import ConsumerPauseRequest, PriorityPolicy, check_priority_group
 from . import subscribe as _subscribe
 from ._features import require_server
 from .advisories import Advisories, open_advisories
@@ -199,6 +199,10 @@ class JetStream(KeyValueManager, ObjectStoreManager):
         if not name:
             name = self._runtime.new_token()
             config = attrs.evolve(config, name=name)
+        if config.priority_policy is PriorityPolicy.PRIORITIZED:
+            require_server(self.client.server_info, "the PRIORITIZED priority policy", (2, 12, 0))
+        elif config.priority_policy is not None:
+            require_server(self.client.server_info, "priority groups", (2, 11, 0))
         body: dict[str, Any] = {"stream_name": stream, "config": config.to_json()}
         if action:
             body["action"] = action
@@ -317,6 +321,15 @@ class JetStream(KeyValueManager, ObjectStoreManager):
             # gets ConsumerNotFoundError (or StreamNotFoundError) rather than a bare timeout
             self.consumer_info(stream, name)
             raise
+
+    def unpin_consumer(self, stream: str, name: str, group: str) -> None:
+        """Take the pin of priority group ``group`` from the client holding it (ADR-42 PINNED_CLIENT): the next
+        pull of any client of the group gets it. nats-server 2.11 or later."""
+        check_name("stream", stream)
+        check_name("name", name)
+        check_priority_group("group", group)
+        require_server(self.client.server_info, "unpinning a consumer", (2, 11, 0))
+        self.api.request(f"CONSUMER.UNPIN.{stream}.{name}", {"group": group})
 
     def _pause_request(self, stream: str, name: str, body: dict[str, Any], what: str) -> ConsumerPauseState:
         require_server(self.client.server_info, what, (2, 11, 0))

@@ -59,6 +59,8 @@ from .consumer import (
     ConsumerInfo,
     ConsumerPauseState,
     DeliverPolicy,
+    PriorityGroupState,
+    PriorityPolicy,
     ReplayPolicy,
     SequenceInfo,
 )
@@ -100,6 +102,8 @@ __all__ = [
     "MessageNaked",
     "MessageTerminated",
     "PersistMode",
+    "PriorityGroupState",
+    "PriorityPolicy",
     "PubAck",
     "ReplayPolicy",
     "RetentionPolicy",

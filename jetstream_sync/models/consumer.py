@@ -46,6 +46,8 @@ __all__ = [
     "ConsumerPauseRequest",
     "ConsumerPauseState",
     "DeliverPolicy",
+    "PriorityGroupState",
+    "PriorityPolicy",
     "ReplayPolicy",
     "SequenceInfo",
 ]
@@ -74,6 +76,20 @@ class ReplayPolicy(enum.Enum):
     ORIGINAL = "original"
 
 
+class PriorityPolicy(enum.Enum):
+    """How a pull consumer with priority groups (ADR-42) chooses among the clients pulling from a group.
+
+    OVERFLOW (2.11+): a pull with ``min_pending`` / ``min_ack_pending`` gets messages only while the consumer is
+    that far behind; PINNED_CLIENT (2.11+): one client at a time gets everything, until it stops pulling for
+    ``priority_timeout``; PRIORITIZED (2.12+): pulls with a lower ``priority`` (0-9) are served first.
+    """
+
+    NONE = "none"
+    OVERFLOW = "overflow"
+    PINNED_CLIENT = "pinned_client"
+    PRIORITIZED = "prioritized"
+
+
 # --- converters and validators -------------------------------------------------------------------------------
 
 
@@ -87,6 +103,32 @@ def _ack_policy(value: AckPolicy | str) -> AckPolicy:
 
 def _replay_policy(value: ReplayPolicy | str) -> ReplayPolicy:
     return _to_enum(ReplayPolicy, "replay_policy", value)
+
+
+def _priority_policy(value: PriorityPolicy | str | None) -> PriorityPolicy | None:
+    return None if value is None else _to_enum(PriorityPolicy, "priority_policy", value)
+
+
+#: a priority group's name, as the server requires it
+PRIORITY_GROUP = re.compile(r"[a-zA-Z0-9/_=-]{1,16}")
+
+
+def check_priority_group(field: str, value: object) -> str:
+    """A priority group name: 1-16 letters, digits or ``/_=-``."""
+    if not isinstance(value, str):
+        raise InvalidTypeError(field, f"must be a str, got {type(value).__name__}")
+    if not PRIORITY_GROUP.fullmatch(value):
+        raise InvalidArgumentError(field, f"{value!r} is not a priority group name: 1-16 of A-Z a-z 0-9 / _ = -")
+    return value
+
+
+def _check_priority_groups(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
+    if value is None:
+        return
+    if not isinstance(value, list):
+        raise InvalidTypeError(attr.name, f"must be a list of group names, got {type(value).__name__}")
+    for item in value:
+        check_priority_group(attr.name, item)
 
 
 def _backoff(value: Iterable[float | timedelta] | None) -> list[float] | None:
@@ -178,6 +220,22 @@ class ConsumerConfig(_Model):
     deliver_subject: str | None = attrs.field(default=None, validator=_check_deliver_subject)
     deliver_group: str | None = attrs.field(default=None, validator=_check_queue)
     pause_until: datetime | None = attrs.field(default=None, validator=_check_time, metadata=_meta("datetime"))
+    #: priority groups (ADR-42, nats-server 2.11+): the groups pulls name, and how the server picks among them
+    priority_groups: list[str] | None = attrs.field(
+        default=None, converter=attrs.converters.optional(_as_list), validator=_check_priority_groups
+    )
+    priority_policy: PriorityPolicy | None = attrs.field(
+        default=None,
+        converter=_priority_policy,
+        metadata=_meta("enum", enum_type=PriorityPolicy, omitempty=True),
+    )
+    #: PINNED_CLIENT: how long a pinned client may go without pulling before the pin moves (server default 120 s)
+    priority_timeout: float | None = attrs.field(
+        default=None,
+        converter=attrs.converters.optional(_to_seconds),
+        validator=_check_duration,
+        metadata=_meta("duration", omitempty=True),
+    )
 
     def __attrs_post_init__(self) -> None:
         """Rules that span fields, checked here so the error names the field to fix."""
@@ -203,11 +261,28 @@ class ConsumerConfig(_Model):
             raise InvalidArgumentError(
                 "filter_subjects", "cannot be combined with filter_subject; put every subject in filter_subjects"
             )
+        self._check_priority()
         if self.backoff and self.max_deliver is not None and 0 < self.max_deliver <= len(self.backoff):
             raise InvalidArgumentError(
                 "max_deliver",
                 f"must be greater than the number of backoff steps ({len(self.backoff)}), got {self.max_deliver}",
             )
+
+    def _check_priority(self) -> None:
+        """The server's rules for priority groups (its error codes 10159, 10196, 10197, 10178)."""
+        policy = self.priority_policy
+        if policy is None or policy is PriorityPolicy.NONE:
+            if self.priority_groups:
+                raise InvalidArgumentError(
+                    "priority_groups", "need a priority_policy (OVERFLOW, PINNED_CLIENT or PRIORITIZED)"
+                )
+            if self.priority_timeout:
+                raise InvalidArgumentError("priority_timeout", "is for priority_policy=PriorityPolicy.PINNED_CLIENT")
+            return
+        if not self.priority_groups:
+            raise InvalidArgumentError("priority_groups", f"{policy} needs at least one group, e.g. ['jobs']")
+        if self.deliver_subject is not None:
+            raise InvalidArgumentError("priority_policy", "priority groups are for pull consumers (no deliver_subject)")
 
     @property
     def is_durable(self) -> bool:
@@ -220,6 +295,25 @@ class SequenceInfo(_Model):
     consumer_seq: int = 0
     stream_seq: int = 0
     last_active: datetime | None = attrs.field(default=None, metadata=_meta("datetime"))
+
+
+def _unset_time(value: datetime | None) -> datetime | None:
+    """Go's zero time (year 1), which the server sends for "never", as None."""
+    return None if value is None or value.year <= 1 else value
+
+
+@attrs.frozen(kw_only=True)
+class PriorityGroupState(_Model):
+    """A priority group of a consumer as the server reports it: which client id holds its pin, and since when
+    (None when nobody is pinned; the server reports the zero time then)."""
+
+    group: str
+    pinned_client_id: str | None = None
+    pinned_ts: datetime | None = attrs.field(default=None, converter=_unset_time, metadata=_meta("datetime"))
+
+    @property
+    def pinned(self) -> bool:
+        return bool(self.pinned_client_id)
 
 
 @attrs.frozen(kw_only=True)
@@ -243,6 +337,10 @@ class ConsumerInfo(_Model):
     ts: datetime | None = attrs.field(default=None, metadata=_meta("datetime"))
     #: in the answer to a reset (nats-server 2.14+): the stream sequence the consumer delivers next
     reset_seq: int | None = None
+    #: with priority groups (2.11+): the state of the first group (the server reports only that one)
+    priority_groups: list[PriorityGroupState] | None = attrs.field(
+        default=None, metadata=_meta("models", model=PriorityGroupState)
+    )
 
 
 @attrs.frozen(kw_only=True)

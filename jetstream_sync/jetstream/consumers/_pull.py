@@ -29,21 +29,48 @@ from ...message import Msg
 from ._heartbeat import HeartbeatMonitor
 from ._status import StatusKind, classify
 from .delivery import ConsumeStats
-from .options import FetchOptions, PullPlan
+from .options import FetchOptions, PullPlan, PullPriority
 
-__all__ = ["AckNextPull", "ContinuousPull", "FetchPull", "PullTarget"]
+__all__ = ["AckNextPull", "ContinuousPull", "FetchPull", "PinTracker", "PullTarget"]
 
 log = logging.getLogger("jetstream_sync")
 
 
+_PIN_HEADER = b"\r\nNats-Pin-Id: "
+
+
+class PinTracker:
+    """The pin id the server gave this consumer handle (ADR-42 pinned client), shared by its fetches and
+    consumes: every pull carries it, so the server keeps delivering here. Written on the IO thread only."""
+
+    __slots__ = ("id",)
+
+    def __init__(self) -> None:
+        self.id = ""
+
+    def note(self, headers: bytes) -> bool:
+        """IO thread: take the ``Nats-Pin-Id`` of a delivered message; True when it is a new pin."""
+        at = headers.find(_PIN_HEADER)
+        if at < 0:
+            return False
+        start = at + len(_PIN_HEADER)
+        pin_id = headers[start : headers.find(b"\r\n", start)].decode()
+        if not pin_id or pin_id == self.id:
+            return False
+        self.id = pin_id
+        return True
+
+
 @attrs.frozen
 class PullTarget:
-    """The server-side consumer a pull engine asks: where its pull requests go, and whether it takes acks."""
+    """The server-side consumer a pull engine asks: where its pull requests go, whether it takes acks, and
+    (with a pinned-client priority group) the pin its pulls carry."""
 
     stream: str
     consumer: str
     next_subject: bytes  # <api prefix>.CONSUMER.MSG.NEXT.<stream>.<consumer>
     ack_none: bool
+    pin: PinTracker | None = attrs.field(default=None, eq=False)
 
     @property
     def label(self) -> str:
@@ -72,6 +99,16 @@ class _PullEngine(abc.ABC):
         return Msg(
             subject.decode(), reply.decode(), data, headers, self.runtime, size=size, ack_none=self.target.ack_none
         )
+
+    def _priority_fields(self, priority: PullPriority | None) -> dict[str, object] | None:
+        """IO thread: a pull's priority group members, with the pin id when this handle holds one."""
+        if priority is None:
+            return None
+        fields = priority.fields()
+        pin = self.target.pin
+        if pin is not None and pin.id:
+            fields["id"] = pin.id
+        return fields
 
     def _send_pull(self, body: bytes) -> None:
         """IO thread: publish a pull request with our inbox as the reply."""
@@ -142,7 +179,14 @@ class FetchPull(_PullEngine):
 
     def _request_body(self) -> bytes:
         opts = self.options
-        return pull_request(self.batch, opts.pull_expires, self.max_bytes, opts.heartbeat, opts.no_wait)
+        return pull_request(
+            self.batch,
+            opts.pull_expires,
+            self.max_bytes,
+            opts.heartbeat,
+            opts.no_wait,
+            self._priority_fields(opts.pull_priority),
+        )
 
     def _on_message(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
         if self.done:
@@ -150,6 +194,8 @@ class FetchPull(_PullEngine):
         self.heartbeat.touch()
         if reply.startswith(ACK_PREFIX):
             msg = self._make_msg(subject, reply, data, headers)
+            if headers is not None and self.target.pin is not None:
+                self.target.pin.note(headers)
             self.received += 1
             self.received_bytes += msg.size
             self.buffer.put(msg)
@@ -166,6 +212,10 @@ class FetchPull(_PullEngine):
             return
         if kind is StatusKind.QUIET or kind is StatusKind.RESET:
             self._finish(None)
+        elif kind is StatusKind.UNPINNED:
+            if self.target.pin is not None:
+                self.target.pin.id = ""
+            self._finish(exc)
         elif kind is StatusKind.NO_RESPONDERS:
             self._finish(
                 errors.ConsumerNotFoundError(
@@ -258,6 +308,7 @@ class ContinuousPull(_PullEngine):
         self.warnings = 0
         self._retry_handle: asyncio.TimerHandle | None = None
         self._retry_delay = 0.25
+        self._pulled_pinned = False  # the last pull carried a pin id
         # user side only (the thread handing out messages)
         self.delivered = 0
         self.delivered_bytes = 0
@@ -374,7 +425,9 @@ class ContinuousPull(_PullEngine):
         self.pending_msgs += batch
         self.pending_bytes += max_bytes
         self.pulls_sent += 1
-        self._send_pull(pull_request(batch, opts.expires, max_bytes, opts.idle_heartbeat))
+        fields = self._priority_fields(opts.priority)
+        self._pulled_pinned = bool(fields and "id" in fields)
+        self._send_pull(pull_request(batch, opts.expires, max_bytes, opts.idle_heartbeat, extra=fields))
         log.debug(
             "consume %s: pull batch=%d max_bytes=%d (pending %d msgs, %d bytes)",
             self.label,
@@ -403,6 +456,10 @@ class ContinuousPull(_PullEngine):
         self.heartbeat.touch()
         if reply.startswith(ACK_PREFIX):
             self.received += 1
+            pin = self.target.pin
+            if headers is not None and pin is not None and pin.note(headers):
+                priority = self.options.priority
+                self._report(errors.ConsumerPinnedEvent(self.label, priority.group if priority else "", pin.id))
             self.buffer.put(self._make_msg(subject, reply, data, headers))
             return
         status, description = status_of(headers)
@@ -427,10 +484,26 @@ class ContinuousPull(_PullEngine):
             self._report(exc)
         elif kind is StatusKind.RESET:
             self._reset_pending()
+        elif kind is StatusKind.UNPINNED:
+            self._on_unpinned(exc)
         elif kind is StatusKind.NO_RESPONDERS:
             self._retry_later(exc)
             return
         self._pull()
+
+    def _on_unpinned(self, exc: errors.JetStreamError | None) -> None:
+        """IO thread, 423: the pin moved. Every outstanding pull carried the old id and is refused, so forget
+        them and pull again without one. A 423 that arrives after that re-pull answers an older pull: its
+        pending counts (if it has them) were applied above, nothing else to do."""
+        pin = self.target.pin
+        if pin is not None and not pin.id and not self._pulled_pinned:
+            return
+        if pin is not None:
+            pin.id = ""
+        self.warnings += 1
+        if exc is not None:
+            self._report(exc)
+        self._reset_pending()
 
     def _on_terminal(self, exc: errors.JetStreamError) -> None:
         """IO thread: a status that ends this consumer (deleted, bad request): report, end after the buffer."""

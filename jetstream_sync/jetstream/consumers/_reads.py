@@ -81,6 +81,17 @@ class ServerConsumerHandle:
         """End the pause now; see :meth:`JetStream.resume_consumer`."""
         return self.jetstream.resume_consumer(self.stream_name, self.name)
 
+    def unpin(self, group: str) -> None:
+        """Move the pin of priority group ``group`` away from the client holding it; see
+        :meth:`JetStream.unpin_consumer`. Refused before sending when the consumer has no such group."""
+        groups = self.cached_info.config.priority_groups or []
+        if group not in groups:
+            have = f"its groups are {groups}" if groups else "it has no priority groups"
+            raise errors.InvalidArgumentError(
+                "group", f"{group!r} is not a group of {self.stream_name}/{self.name}: {have}"
+            )
+        self.jetstream.unpin_consumer(self.stream_name, self.name, group)
+
     def reset(self, sequence: int | None = None) -> ConsumerInfo:
         """Deliver from ``sequence`` next (None: from just after the ack floor); see
         :meth:`JetStream.reset_consumer`."""

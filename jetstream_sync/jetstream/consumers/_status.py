@@ -16,6 +16,7 @@ class StatusKind(Enum):
     RESET = "reset"  # 409 Leadership Change: the pull's state is gone, start over
     TERMINAL = "terminal"  # 400, 409 Consumer Deleted / Consumer is push based
     NO_RESPONDERS = "no_responders"  # 503: the consumer (or JetStream) is not there right now
+    UNPINNED = "unpinned"  # 423: a priority group's pin moved to another client (ADR-42)
 
 
 def classify(status: int, description: str) -> tuple[StatusKind, errors.JetStreamError | None]:
@@ -27,6 +28,10 @@ def classify(status: int, description: str) -> tuple[StatusKind, errors.JetStrea
         return StatusKind.QUIET, None
     if status == 400:
         return StatusKind.TERMINAL, errors.BadRequestError(status, description, "check the pull options")
+    if status == 423:
+        return StatusKind.UNPINNED, errors.PinIdMismatchError(
+            status, description, "the pin moved to another client; pulling again for it"
+        )
     if status == 503:
         return StatusKind.NO_RESPONDERS, errors.NoRespondersError(
             "no responders for the pull request: the consumer or JetStream is not available"

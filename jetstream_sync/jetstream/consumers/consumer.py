@@ -6,27 +6,53 @@ Each reading method takes its options as keywords or as one ``options=`` object 
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Hashable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from ... import errors
 from ..._validate import check_int, options_from, to_seconds
 from ...message import Msg
-from ...models import AckPolicy, ConsumerInfo
+from ...models import AckPolicy, ConsumerInfo, PriorityPolicy
 from ._progress import ProgressKeeper
-from ._pull import ContinuousPull, FetchPull, PullTarget
+from ._pull import ContinuousPull, FetchPull, PinTracker, PullTarget
 from ._reads import FetchCalls, ServerConsumerHandle, check_callable, reporter
 from .delivery import ConsumeContext, ErrorHandler, MessageBatch, MessagesIterator
-from .options import DEFAULT_EXPIRES, ConsumeOptions, FetchOptions
+from .options import (
+    DEFAULT_EXPIRES,
+    MIN_EXPIRES,
+    MIN_HEARTBEAT,
+    ConsumeOptions,
+    FetchOptions,
+    PullPlan,
+    check_priority,
+)
 
 if TYPE_CHECKING:
     from ..context import JetStream
 
 __all__ = ["Consumer"]
 
+log = logging.getLogger("jetstream_sync")
+
 _SERVER_ACK_WAIT = 30.0  # the server's ack_wait when a consumer's config leaves it unset
+_SERVER_PIN_TIMEOUT = 120.0  # the server's priority_timeout of a pinned-client group left unset
+
+
+def _pull_within_pin_timeout(plan: PullPlan, pin_timeout: float) -> PullPlan:
+    """A pinned client keeps its pin only while it pulls at least every ``priority_timeout`` (the server's
+    timer restarts on a pull carrying the pin, not on a delivery): pulls of an idle consume expire, and are
+    sent again, within half of it."""
+    limit = max(MIN_EXPIRES, pin_timeout / 2)
+    if plan.expires <= limit:
+        return plan
+    log.debug("consume: expires %gs -> %gs, within the pin timeout of %gs", plan.expires, limit, pin_timeout)
+    heartbeat = min(plan.idle_heartbeat, max(MIN_HEARTBEAT, limit / 2))
+    return attrs.evolve(plan, expires=limit, idle_heartbeat=heartbeat)
 
 
 class Consumer(ServerConsumerHandle, FetchCalls):
@@ -39,20 +65,41 @@ class Consumer(ServerConsumerHandle, FetchCalls):
             consumer=self.name,
             next_subject=js.api.subject(f"CONSUMER.MSG.NEXT.{self.stream_name}.{self.name}").encode(),
             ack_none=info.config.ack_policy == AckPolicy.NONE,  # a consumer's ack policy cannot change
+            # one pin per handle, shared by its pulls (as nats.go); a policy changed later needs a new handle
+            pin=PinTracker() if info.config.priority_policy is PriorityPolicy.PINNED_CLIENT else None,
         )
+
+    @property
+    def pin_id(self) -> str | None:
+        """With a PINNED_CLIENT priority group: the pin this handle holds (None when not pinned)."""
+        pin = self._pull_target.pin
+        return pin.id or None if pin is not None else None
 
     # -- one pull at a time -----------------------------------------------------------------------------
     def next(
-        self, timeout: float | timedelta = DEFAULT_EXPIRES, *, idle_heartbeat: float | timedelta | None = None
+        self,
+        timeout: float | timedelta = DEFAULT_EXPIRES,
+        *,
+        idle_heartbeat: float | timedelta | None = None,
+        **priority: Any,
     ) -> Msg:
-        """One message, pulled when called; TimeoutError when none comes within ``timeout`` seconds."""
+        """One message, pulled when called; TimeoutError when none comes within ``timeout`` seconds. On a
+        consumer with priority groups: ``priority_group`` and the policy's ``min_pending``, ``min_ack_pending``
+        or ``priority``."""
         seconds = to_seconds("timeout", timeout)
-        for msg in self._fetch(FetchOptions(max_messages=1, expires=seconds, idle_heartbeat=idle_heartbeat)):
+        options = options_from(
+            FetchOptions,
+            None,
+            {"max_messages": 1, "expires": seconds, "idle_heartbeat": idle_heartbeat, **priority},
+            "next",
+        )
+        for msg in self._fetch(options):
             return msg
         raise errors.TimeoutError(f"no message from {self.stream_name}/{self.name} within {seconds:g}s")
 
     def _fetch(self, options: FetchOptions) -> MessageBatch:
         self._runtime.check_usable()
+        check_priority(options.pull_priority, self.cached_info.config, self._pull_target.label)
         wait = self.jetstream.timeout if options.no_wait else options.expires + options.grace
         pull = FetchPull(self._runtime, self._pull_target, options)
         pull.start()
@@ -78,6 +125,10 @@ class Consumer(ServerConsumerHandle, FetchCalls):
             check_callable("error_handler", error_handler)
         plan = options_from(ConsumeOptions, options, kwargs, "consume").plan()
         target = self._pull_target
+        config = self.cached_info.config
+        check_priority(plan.priority, config, target.label)
+        if target.pin is not None:
+            plan = _pull_within_pin_timeout(plan, config.priority_timeout or _SERVER_PIN_TIMEOUT)
         return ContinuousPull(runtime, target, plan, reporter(target.label, error_handler, runtime))
 
     def messages(

@@ -15,8 +15,12 @@ import attrs
 
 from ... import errors
 from ..._validate import check_int, check_name, check_subject, to_seconds
-from ...models import ConsumerConfig, DeliverPolicy, ReplayPolicy
-from ...models.consumer import _deliver_policy, _replay_policy  # the enum converters, defined once
+from ...models import ConsumerConfig, DeliverPolicy, PriorityPolicy, ReplayPolicy
+from ...models.consumer import (  # the enum converters and the group name rule, defined once
+    _deliver_policy,
+    _replay_policy,
+    check_priority_group,
+)
 
 __all__ = [
     "BATCH_FOR_MAX_BYTES",
@@ -27,6 +31,9 @@ __all__ = [
     "ConsumeOptions",
     "FetchOptions",
     "PullPlan",
+    "PullPriority",
+    "check_priority",
+    "require_group",
 ]
 
 # A pull limited by bytes asks for this many messages, so the server does not stop at one (ADR-37).
@@ -72,6 +79,92 @@ def _check_half_of_expires(heartbeat: float, expires: float) -> None:
 
 
 @attrs.frozen(kw_only=True)
+class PullPriority:
+    """What a pull says to a consumer with priority groups (ADR-42): its group, and the policy's conditions."""
+
+    group: str
+    min_pending: int | None = None
+    min_ack_pending: int | None = None
+    priority: int | None = None
+
+    def fields(self) -> dict[str, object]:
+        """The pull request's members (the pin id is added by the engine that sends it)."""
+        out: dict[str, object] = {"group": self.group}
+        for key in ("min_pending", "min_ack_pending", "priority"):
+            value = getattr(self, key)
+            if value:  # the server treats 0 as unset
+                out[key] = value
+        return out
+
+    def check_against(self, config: ConsumerConfig, label: str) -> None:
+        """Refuse before sending what the consumer's configuration will not take (the server's 400s)."""
+        require_group("priority_group", self.group, config, label)
+        policy = config.priority_policy
+        if (self.min_pending or self.min_ack_pending) and policy is not PriorityPolicy.OVERFLOW:
+            raise errors.InvalidArgumentError(
+                "min_pending", f"min_pending and min_ack_pending need an OVERFLOW consumer; {label} is {policy}"
+            )
+        if self.priority is not None and policy is not PriorityPolicy.PRIORITIZED:
+            raise errors.InvalidArgumentError("priority", f"needs a PRIORITIZED consumer; {label} is {policy}")
+
+
+def require_group(field: str, group: str, config: ConsumerConfig, label: str) -> None:
+    """InvalidArgumentError unless ``group`` is one of the consumer's priority groups."""
+    groups = config.priority_groups or []
+    if group not in groups:
+        have = f"its groups are {groups}" if groups else "it has no priority groups"
+        raise errors.InvalidArgumentError(field, f"{group!r} is not a group of {label}: {have}")
+
+
+def check_priority(priority: PullPriority | None, config: ConsumerConfig, label: str) -> None:
+    """A pull on a consumer with priority groups must name one; one without them must not."""
+    if priority is not None:
+        priority.check_against(config, label)
+    elif config.priority_groups and config.priority_policy not in (None, PriorityPolicy.NONE):
+        raise errors.InvalidArgumentError(
+            "priority_group",
+            f"{label} has priority groups {config.priority_groups}; name one, e.g. "
+            f"priority_group={config.priority_groups[0]!r}",
+        )
+
+
+def _group_or_none(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
+    if value is not None:
+        check_priority_group(attr.name, value)
+
+
+def _priority_value(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
+    if value is not None and check_int(attr.name, value, minimum=0) > 9:
+        raise errors.InvalidArgumentError(attr.name, f"must be 0 (served first) to 9, got {value}")
+
+
+class _PriorityFields:
+    """The ADR-42 keywords FetchOptions and ConsumeOptions share; ``pull_priority`` is what the engines read."""
+
+    priority_group: str | None
+    min_pending: int | None
+    min_ack_pending: int | None
+    priority: int | None
+
+    def _check_priority_fields(self) -> None:
+        if self.priority_group is None:
+            for name in ("min_pending", "min_ack_pending", "priority"):
+                if getattr(self, name) is not None:
+                    raise errors.InvalidArgumentError(name, "is a priority group option: give priority_group too")
+
+    @property
+    def pull_priority(self) -> PullPriority | None:
+        if self.priority_group is None:
+            return None
+        return PullPriority(
+            group=self.priority_group,
+            min_pending=self.min_pending,
+            min_ack_pending=self.min_ack_pending,
+            priority=self.priority,
+        )
+
+
+@attrs.frozen(kw_only=True)
 class PullPlan:
     """Resolved options of a continuous pull: what the engine asks for and when it asks again."""
 
@@ -81,6 +174,7 @@ class PullPlan:
     idle_heartbeat: float
     threshold_messages: int
     threshold_bytes: int
+    priority: PullPriority | None = None
 
     @property
     def by_bytes(self) -> bool:
@@ -88,7 +182,7 @@ class PullPlan:
 
 
 @attrs.frozen(kw_only=True)
-class ConsumeOptions:
+class ConsumeOptions(_PriorityFields):
     """Options of ``messages()`` and ``consume()`` (ADR-37 "Consume"); None means the default.
 
     Defaults: max_messages 500 (or, with ``max_bytes``, as many as fit), expires 30 s, idle_heartbeat
@@ -102,8 +196,13 @@ class ConsumeOptions:
     idle_heartbeat: float | None = attrs.field(default=None, converter=_heartbeat)
     threshold_messages: int | None = attrs.field(default=None, validator=_non_negative_or_none)
     threshold_bytes: int | None = attrs.field(default=None, validator=_non_negative_or_none)
+    priority_group: str | None = attrs.field(default=None, validator=_group_or_none)
+    min_pending: int | None = attrs.field(default=None, validator=_positive_or_none)
+    min_ack_pending: int | None = attrs.field(default=None, validator=_positive_or_none)
+    priority: int | None = attrs.field(default=None, validator=_priority_value)
 
     def __attrs_post_init__(self) -> None:
+        self._check_priority_fields()
         self.plan()  # every cross-field constraint is checked here, on construction
 
     def plan(self) -> PullPlan:
@@ -148,6 +247,7 @@ class ConsumeOptions:
             idle_heartbeat=heartbeat,
             threshold_messages=thr_msgs,
             threshold_bytes=thr_bytes,
+            priority=self.pull_priority,
         )
 
 
@@ -155,7 +255,7 @@ _MAX_FETCH_GRACE = 1.0
 
 
 @attrs.frozen(kw_only=True)
-class FetchOptions:
+class FetchOptions(_PriorityFields):
     """Options of one pull (``fetch``, ``fetch_bytes``, ``fetch_no_wait``, ``next``).
 
     At least one of ``max_messages`` and ``max_bytes``; with only ``max_bytes`` the pull asks for as many
@@ -168,8 +268,13 @@ class FetchOptions:
     expires: float = attrs.field(default=DEFAULT_EXPIRES, converter=_expires)
     idle_heartbeat: float | None = attrs.field(default=None, converter=_heartbeat)
     no_wait: bool = attrs.field(default=False, validator=_bool)
+    priority_group: str | None = attrs.field(default=None, validator=_group_or_none)
+    min_pending: int | None = attrs.field(default=None, validator=_positive_or_none)
+    min_ack_pending: int | None = attrs.field(default=None, validator=_positive_or_none)
+    priority: int | None = attrs.field(default=None, validator=_priority_value)
 
     def __attrs_post_init__(self) -> None:
+        self._check_priority_fields()
         if self.max_messages is None and self.max_bytes is None:
             raise errors.InvalidArgumentError("max_messages", "a fetch needs max_messages, max_bytes or both")
         if self.idle_heartbeat is not None and not self.no_wait:

@@ -26,7 +26,7 @@ from ._ordered import RESET_BACKOFF_FIRST, ConsumerChain, OrderedBatch, OrderedF
 from ._pull import FetchPull, PullTarget
 from ._reads import FetchCalls, check_callable, reporter
 from .delivery import ConsumeContext, ErrorHandler, MessageBatch, MessagesIterator
-from .options import DEFAULT_EXPIRES, ConsumeOptions, FetchOptions, OrderedConsumerConfig
+from .options import DEFAULT_EXPIRES, ConsumeOptions, FetchOptions, OrderedConsumerConfig, PullPriority
 
 if TYPE_CHECKING:
     from ..context import JetStream
@@ -34,6 +34,13 @@ if TYPE_CHECKING:
 __all__ = ["OrderedConsumer"]
 
 log = logging.getLogger("jetstream_sync")
+
+
+def _no_priority(priority: PullPriority | None) -> None:
+    if priority is not None:
+        raise errors.InvalidArgumentError(
+            "priority_group", "an ordered consumer makes its own consumers, which have no priority groups"
+        )
 
 
 class OrderedConsumer(FetchCalls):
@@ -169,6 +176,7 @@ class OrderedConsumer(FetchCalls):
     def _fetch(self, options: FetchOptions) -> MessageBatch:
         runtime = self._runtime
         runtime.check_usable()
+        _no_priority(options.pull_priority)
         wait = self.jetstream.timeout if options.no_wait else options.expires + options.grace
         deadline = time.monotonic() + wait
         lock = self._locked()
@@ -287,6 +295,7 @@ class OrderedConsumer(FetchCalls):
         if not isinstance(until_drained, bool):
             raise errors.InvalidTypeError("until_drained", f"must be a bool, got {type(until_drained).__name__}")
         plan = options_from(ConsumeOptions, options, kwargs, "consume").plan()
+        _no_priority(plan.priority)
         lock = self._locked()
         try:
             self._claim()

@@ -23,6 +23,7 @@ from jetstream_sync.models import (
     DeliverPolicy,
     DiscardPolicy,
     PersistMode,
+    PriorityPolicy,
     PubAck,
     ReplayPolicy,
     RetentionPolicy,
@@ -640,7 +641,7 @@ def test_consumer_info_round_trip() -> None:
     assert info.config.backoff == [1.0, 5.0, 30.0]
     assert info.config.inactive_threshold == 300.0
     assert info.config.num_replicas == 0
-    assert info.config.extra == {"priority_policy": "none"}
+    assert info.config.priority_policy is PriorityPolicy.NONE and info.config.extra == {}
     assert info.delivered == SequenceInfo(
         consumer_seq=10, stream_seq=12, last_active=datetime(2024, 5, 1, 10, 4, 59, 123456, tzinfo=UTC)
     )

@@ -147,7 +147,9 @@ def test_push_consumer_cannot_be_fetched(js, stream):
 
 def test_bad_request_is_terminal(stream, cons):
     # FetchOptions refuses a heartbeat without an expiry, so the engine gets the raw values to provoke a 400
-    raw = SimpleNamespace(batch=1, max_bytes=None, expires=0.0, pull_expires=0.0, heartbeat=5.0, no_wait=False)
+    raw = SimpleNamespace(
+        batch=1, max_bytes=None, expires=0.0, pull_expires=0.0, heartbeat=5.0, no_wait=False, pull_priority=None
+    )
     pull = FetchPull(cons.jetstream.client.runtime, cons._pull_target, raw)
     pull.start()
     with pytest.raises(errors.BadRequestError):
