@@ -30,6 +30,7 @@ from .jetstream import (
     PullPlan,
     PushConsumer,
     PushOptions,
+    Schedule,
     Stream,
 )
 from .jetstream.advisories import Advisories
@@ -160,6 +161,7 @@ __all__ = [
     "PubAck",
     "ReplayPolicy",
     "RetentionPolicy",
+    "Schedule",
     "SequenceInfo",
     "StorageType",
     "StoreCompression",

@@ -53,6 +53,7 @@ __all__ = [
     "LinkIsABucketError",
     "MaxPayloadError",
     "MessageNotFoundError",
+    "MessageScheduleError",
     "MessageTooLargeError",
     "MissedHeartbeatError",
     "NoLinkToDeletedError",
@@ -266,6 +267,12 @@ class BatchPublishError(APIError):
 class BatchPublishNotEnabledError(BatchPublishError):
     """The stream does not take this kind of batch: create or update it with
     ``StreamConfig(allow_atomic_publish=True)`` (atomic batches) or ``allow_batched=True`` (fast ingest)."""
+
+
+class MessageScheduleError(APIError):
+    """The stream refused a message schedule (ADR-51): 10188 the stream does not allow schedules (create or
+    update it with ``allow_msg_schedules=True``), 10190 the target is not a subject of this stream, 10189 the
+    pattern, 10191 the TTL, 10223 the time zone, ..."""
 
 
 class PullError(JetStreamError):
@@ -552,6 +559,15 @@ _API_ERRORS: dict[int, type[APIError]] = {
     10207: BatchPublishError,  # batch publish ID is invalid
     10208: BatchPublishError,  # batch publish ID unknown
     10211: BatchPublishError,  # batch publish too many inflight
+    # ADR-51 message schedules
+    10188: MessageScheduleError,  # message schedules is disabled
+    10189: MessageScheduleError,  # message schedules pattern is invalid
+    10190: MessageScheduleError,  # message schedules target is invalid
+    10191: MessageScheduleError,  # message schedules invalid per-message TTL
+    10192: MessageScheduleError,  # message schedules invalid rollup
+    10203: MessageScheduleError,  # message schedules source is invalid
+    10212: MessageScheduleError,  # message schedules invalid scheduler
+    10223: MessageScheduleError,  # message schedules time zone is invalid
 }
 
 

@@ -3,7 +3,7 @@ port only (docs/ARCHITECTURE.md, "Layout").
 
 ``context.py`` (JetStream), ``api.py`` (JetStreamAPI: every API request), ``streams.py`` (Stream),
 ``publish.py`` (PublishOptions, publish_async's machinery), ``direct.py`` (direct get, single and batched),
-``counter.py`` (ADR-49 counters), ``batch.py`` (ADR-50 atomic batches),
+``counter.py`` (ADR-49 counters), ``batch.py`` (ADR-50 atomic batches), ``schedule.py`` (ADR-51 message schedules),
 ``consumers/``. KV and the object store go in ``kv/`` and ``object_store/``, the ADR-15 subscribe API in
 ``subscribe.py``.
 """
@@ -34,6 +34,7 @@ from .counter import Counter
 from .dead_letter import DeadLetters
 from .kv import KeyValue, KeyValueManager, KeyWatcher, WatchOptions
 from .publish import PublishOptions
+from .schedule import Schedule
 from .streams import Stream
 
 __all__ = [
@@ -58,6 +59,7 @@ __all__ = [
     "PushOptions",
     "PublishOptions",
     "PullPlan",
+    "Schedule",
     "Stream",
     "KeyValue",
     "KeyValueManager",

@@ -365,7 +365,7 @@ class JetStream(KeyValueManager, ObjectStoreManager):
         """
         self._runtime.check_usable()
         seconds = check_timeout(timeout, self.timeout)
-        extra = _publish_options(options, checks).headers()
+        extra = _publish_options(options, checks, subject, self.client).headers()
         encode = reply_encoder(*prepare_message(subject, data, headers, self._runtime.max_payload, extra))
         what = f"publish to {subject!r}"
         deadline = time.monotonic() + seconds
@@ -411,7 +411,7 @@ class JetStream(KeyValueManager, ObjectStoreManager):
         times over about 0.35 s before the future fails with NoRespondersError.
         """
         self._runtime.check_usable()
-        extra = _publish_options(options, checks).headers()
+        extra = _publish_options(options, checks, subject, self.client).headers()
         return self._publisher.submit(
             prepare_message(subject, data, headers, self._runtime.max_payload, extra), timeout
         )
@@ -421,6 +421,13 @@ class JetStream(KeyValueManager, ObjectStoreManager):
         ``allow_atomic_publish``): ``with js.atomic_batch() as batch: batch.add(subject, data)``, then
         ``batch.ack`` is the :class:`BatchAck`. See :class:`AtomicBatch`."""
         return AtomicBatch(self, batch_id=batch_id, timeout=timeout)
+
+    def cancel_schedule(self, subject: str, stream: str | None = None) -> bool:
+        """Remove the message schedule on ``subject`` (in ``stream``, or the stream that holds the subject):
+        it fires no more. False when there was none."""
+        check_subject("subject", subject)
+        name = stream if stream is not None else self.find_stream_name(subject)
+        return self.stream(name).purge(subject=subject) > 0
 
     def publish_async_pending(self) -> int:
         """How many asynchronous publishes wait for their ack."""
@@ -528,8 +535,14 @@ class JetStream(KeyValueManager, ObjectStoreManager):
         return open_advisories(self, stream=stream, consumer=consumer, kinds=kinds)
 
 
-def _publish_options(options: PublishOptions | None, checks: dict[str, Any]) -> PublishOptions:
+def _publish_options(
+    options: PublishOptions | None, checks: dict[str, Any], subject: str, client: Client
+) -> PublishOptions:
     """The checks of one publish, from ``options=`` or the keywords (the common case, none, costs nothing)."""
     if options is None and not checks:
         return NO_CHECKS
-    return options_from(PublishOptions, options, checks, "publish")
+    opts = options_from(PublishOptions, options, checks, "publish")
+    if opts.schedule is not None:
+        opts.schedule.check_for(subject)
+        require_server(client.server_info, "this message schedule", opts.schedule.needs)
+    return opts

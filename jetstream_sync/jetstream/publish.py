@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import tenacity
@@ -18,6 +18,9 @@ from .._protocol import Command, api_response, encode_pub_parts
 from .._runtime import LightFuture, Runtime, wait_while
 from .._validate import PreparedMessage, check_int, check_str_or_none, check_subject, check_timeout, to_seconds
 from ..models import PubAck
+
+if TYPE_CHECKING:
+    from .schedule import Schedule
 
 __all__ = [
     "NO_CHECKS",
@@ -76,6 +79,15 @@ def _optional_sequence(_inst: object, attr: attrs.Attribute[Any], value: object)
         check_int(attr.name, value, minimum=0)
 
 
+def _optional_schedule(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
+    from .schedule import Schedule  # schedule.py builds on this module's TTL rules
+
+    if value is not None and not isinstance(value, Schedule):
+        raise errors.InvalidTypeError(
+            attr.name, f"must be a Schedule (Schedule.at / every / cron), got {type(value).__name__}"
+        )
+
+
 def _message_ttl(value: float | timedelta | str | None) -> float | str | None:
     """``ttl``: seconds (int, float or timedelta, at least 1 s, as the server requires) or ``"never"``."""
     if value is None:
@@ -117,6 +129,8 @@ class PublishOptions:
     expected_last_msg_id: str | None = attrs.field(default=None, validator=_optional_text)
     expected_last_subject_sequence_subject: str | None = attrs.field(default=None, validator=_optional_filter)
     ttl: float | str | None = attrs.field(default=None, converter=_message_ttl)
+    #: a message schedule (ADR-51, :class:`Schedule`): the stream publishes this message later to its target
+    schedule: Schedule | None = attrs.field(default=None, validator=_optional_schedule)
 
     def __attrs_post_init__(self) -> None:
         if self.expected_last_subject_sequence_subject is not None and self.expected_last_subject_sequence is None:
@@ -143,6 +157,8 @@ class PublishOptions:
                 extra.append((key, b"%d" % number))
         if self.ttl is not None:
             extra.append((b"Nats-TTL", ttl_header(self.ttl)))
+        if self.schedule is not None:
+            extra.extend(self.schedule.headers())
         return extra
 
 
