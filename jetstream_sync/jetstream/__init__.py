@@ -4,6 +4,7 @@ port only (docs/ARCHITECTURE.md, "Layout").
 ``context.py`` (JetStream), ``api.py`` (JetStreamAPI: every API request), ``streams.py`` (Stream),
 ``publish.py`` (PublishOptions, publish_async's machinery), ``direct.py`` (direct get, single and batched),
 ``counter.py`` (ADR-49 counters), ``batch.py`` (ADR-50 atomic batches), ``schedule.py`` (ADR-51 message schedules),
+``fast_publish.py`` (2.14 fast ingest),
 ``consumers/``. KV and the object store go in ``kv/`` and ``object_store/``, the ADR-15 subscribe API in
 ``subscribe.py``.
 """
@@ -32,6 +33,7 @@ from .consumers import (
 from .context import JetStream
 from .counter import Counter
 from .dead_letter import DeadLetters
+from .fast_publish import FastPubAck, FastPublisher
 from .kv import KeyValue, KeyValueManager, KeyWatcher, WatchOptions
 from .publish import PublishOptions
 from .schedule import Schedule
@@ -47,6 +49,8 @@ __all__ = [
     "Counter",
     "DeadLetters",
     "DeliverySource",
+    "FastPubAck",
+    "FastPublisher",
     "FetchOptions",
     "JetStream",
     "JetStreamAPI",

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import errors
 from .._protocol import api_response, encode_pub_parts, reply_encoder
-from .._validate import PreparedMessage, check_timeout, prepare_message
+from .._validate import PreparedMessage, check_timeout, options_from, prepare_message
 from ..headers import HeadersInput
 from ..models import BatchAck
 from ._features import require_server
@@ -168,9 +168,7 @@ class AtomicBatch:
             )
 
     def _checks(self, options: PublishOptions | None, checks: dict[str, Any]) -> list[tuple[bytes, bytes]]:
-        if options is not None and checks:
-            raise errors.InvalidArgumentError("options", "give the checks as keywords or as options=, not both")
-        opts = options if options is not None else PublishOptions(**checks)
+        opts = options_from(PublishOptions, options, checks, "publish")
         if opts.expected_last_msg_id is not None:
             raise errors.InvalidArgumentError(
                 "expected_last_msg_id", "is not allowed in a batch (the server refuses it)"

@@ -55,6 +55,7 @@ from .consumers import (
 from .consumers.push import DEFAULT_PENDING_BYTES, DEFAULT_PENDING_MSGS
 from .counter import Counter
 from .dead_letter import DeadLetters
+from .fast_publish import FastPublisher
 from .kv.manager import KeyValueManager
 from .object_store.manager import ObjectStoreManager
 from .publish import (
@@ -421,6 +422,27 @@ class JetStream(KeyValueManager, ObjectStoreManager):
         ``allow_atomic_publish``): ``with js.atomic_batch() as batch: batch.add(subject, data)``, then
         ``batch.ack`` is the :class:`BatchAck`. See :class:`AtomicBatch`."""
         return AtomicBatch(self, batch_id=batch_id, timeout=timeout)
+
+    def fast_publisher(
+        self,
+        *,
+        flow: int = 100,
+        max_outstanding_acks: int = 2,
+        continue_on_gap: bool = False,
+        timeout: float | timedelta | None = None,
+        error_handler: Callable[[BaseException], object] | None = None,
+    ) -> FastPublisher:
+        """A fast-ingest batch (nats-server 2.14+, a stream with ``allow_batched``): ``add`` streams messages
+        acknowledged every ``flow`` in bulk, ``commit`` / ``close`` end it with a :class:`BatchAck`. See
+        :class:`FastPublisher`."""
+        return FastPublisher(
+            self,
+            flow=flow,
+            max_outstanding_acks=max_outstanding_acks,
+            continue_on_gap=continue_on_gap,
+            timeout=timeout,
+            error_handler=error_handler,
+        )
 
     def cancel_schedule(self, subject: str, stream: str | None = None) -> bool:
         """Remove the message schedule on ``subject`` (in ``stream``, or the stream that holds the subject):
