@@ -16,8 +16,11 @@ import time
 from ... import errors
 from ..._runtime import Runtime
 from ...message import Msg
+from ...models import AckPolicy, ConsumerConfig
 
-__all__ = ["ProgressKeeper"]
+__all__ = ["ProgressKeeper", "progress_keeper"]
+
+_SERVER_ACK_WAIT = 30.0  # the server's ack_wait when a consumer's config leaves it unset
 
 log = logging.getLogger("jetstream_sync")
 
@@ -62,3 +65,17 @@ class ProgressKeeper:
                 log.debug("auto_in_progress: +WPI for %s not sent: %s", msg.subject, exc)
                 continue
             self.sent += 1
+
+
+def progress_keeper(runtime: Runtime, config: ConsumerConfig | None, auto_in_progress: object) -> ProgressKeeper | None:
+    """The keeper a consume with ``auto_in_progress`` needs (None without it). ``config`` is the consumer's, or
+    None for an ordered consumer, which takes no acks (as an AckNone consumer): both are refused."""
+    if not isinstance(auto_in_progress, bool):
+        raise errors.InvalidTypeError("auto_in_progress", f"must be a bool, got {type(auto_in_progress).__name__}")
+    if not auto_in_progress:
+        return None
+    if config is None or config.ack_policy == AckPolicy.NONE:
+        raise errors.InvalidArgumentError(
+            "auto_in_progress", "this consumer takes no acks (AckNone, or an ordered consumer): nothing to keep alive"
+        )
+    return ProgressKeeper(runtime, config.ack_wait or _SERVER_ACK_WAIT)

@@ -16,15 +16,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ... import errors
 from ..._runtime import Runtime
-from ..._validate import options_from
+from ..._validate import check_int, options_from
 from ...message import Msg
-from ...models import ConsumerInfo, ConsumerPauseState
+from ...models import ConsumerConfig, ConsumerInfo, ConsumerPauseState
+from ._progress import ProgressKeeper, progress_keeper
 from .delivery import ConsumeContext, DeliverySource, ErrorHandler, MessageBatch, MessagesIterator
 from .options import FetchOptions
 
@@ -99,6 +100,31 @@ class ServerConsumerHandle:
         return self.cached_info
 
 
+_Source = TypeVar("_Source", bound=DeliverySource)
+
+
+def start_consume(
+    source_for: Callable[[], _Source],
+    handler: Callable[[Msg], object],
+    progress: ProgressKeeper | None,
+    workers: int,
+    ordered_by: Callable[[Msg], Hashable] | None,
+    start_source: Callable[[_Source], None] | None = None,
+) -> ConsumeContext:
+    """What every ``consume(handler, workers=, ordered_by=, auto_in_progress=)`` does, pull, push or ordered:
+    check the arguments, make the source (only then: a refused call starts nothing), run the context."""
+    check_callable("handler", handler)
+    check_int("workers", workers, minimum=1)
+    if ordered_by is not None:
+        check_callable("ordered_by", ordered_by)
+    source = source_for()
+    context = ConsumeContext(source, handler, progress, workers=workers, ordered_by=ordered_by)
+    if start_source is not None:
+        start_source(source)
+    context.start()
+    return context
+
+
 class FetchCalls(ABC):
     """``fetch``, ``fetch_bytes`` and ``fetch_no_wait``; the class provides ``_fetch``."""
 
@@ -157,16 +183,24 @@ class PushReads(ABC):
         """
         return MessagesIterator(self._start(options, kwargs, error_handler))
 
+    def _ack_config(self) -> ConsumerConfig | None:
+        """The consumer's configuration, for ``auto_in_progress`` (None: an ordered push consumer, no acks)."""
+        return None
+
     def consume(
         self,
         handler: Callable[[Msg], object],
         *,
         options: PushOptions | None = None,
         error_handler: ErrorHandler | None = None,
+        auto_in_progress: bool = False,
+        workers: int = 1,
+        ordered_by: Callable[[Msg], Hashable] | None = None,
         **kwargs: Any,
     ) -> ConsumeContext:
-        """Run ``handler(msg)`` for every message, serially, on the consume's own thread."""
-        check_callable("handler", handler)
-        context = ConsumeContext(self._start(options, kwargs, error_handler), handler)
-        context.start()
-        return context
+        """Run ``handler(msg)`` for every message, serially on the consume's own thread, or with ``workers=N``
+        on N threads (``ordered_by``: one key at a time, in order); ``auto_in_progress`` as the pull consume."""
+        progress = progress_keeper(self._runtime, self._ack_config(), auto_in_progress)
+        return start_consume(
+            lambda: self._start(options, kwargs, error_handler), handler, progress, workers, ordered_by
+        )

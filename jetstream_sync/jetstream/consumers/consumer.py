@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ... import errors
-from ..._validate import check_int, options_from, to_seconds
+from ..._validate import options_from, to_seconds
 from ...message import Msg
 from ...models import AckPolicy, ConsumerInfo, PriorityPolicy
-from ._progress import ProgressKeeper
+from ._progress import progress_keeper
 from ._pull import ContinuousPull, FetchPull, PinTracker, PullTarget
-from ._reads import FetchCalls, ServerConsumerHandle, check_callable, reporter
+from ._reads import FetchCalls, ServerConsumerHandle, check_callable, reporter, start_consume
 from .delivery import ConsumeContext, ErrorHandler, MessageBatch, MessagesIterator
 from .options import (
     DEFAULT_EXPIRES,
@@ -39,7 +39,6 @@ __all__ = ["Consumer"]
 
 log = logging.getLogger("jetstream_sync")
 
-_SERVER_ACK_WAIT = 30.0  # the server's ack_wait when a consumer's config leaves it unset
 _SERVER_PIN_TIMEOUT = 120.0  # the server's priority_timeout of a pinned-client group left unset
 
 
@@ -106,16 +105,6 @@ class Consumer(ServerConsumerHandle, FetchCalls):
         return MessageBatch(pull, time.monotonic() + wait)
 
     # -- continuous pulls -------------------------------------------------------------------------------
-    def _progress_keeper(self, auto_in_progress: bool) -> ProgressKeeper | None:
-        if not isinstance(auto_in_progress, bool):
-            raise errors.InvalidTypeError("auto_in_progress", f"must be a bool, got {type(auto_in_progress).__name__}")
-        if not auto_in_progress:
-            return None
-        config = self.cached_info.config
-        if config.ack_policy == AckPolicy.NONE:
-            raise errors.InvalidArgumentError("auto_in_progress", "an AckNone consumer takes no acks to keep alive")
-        return ProgressKeeper(self._runtime, config.ack_wait or _SERVER_ACK_WAIT)
-
     def _continuous(
         self, options: ConsumeOptions | None, kwargs: dict[str, Any], error_handler: ErrorHandler | None
     ) -> ContinuousPull:
@@ -168,13 +157,12 @@ class Consumer(ServerConsumerHandle, FetchCalls):
         (a function of the message, e.g. ``lambda m: m.subject``) messages of one key go to one worker, in
         order, never two at once (see ``consumers/_pool.py``).
         """
-        check_callable("handler", handler)
-        check_int("workers", workers, minimum=1)
-        if ordered_by is not None:
-            check_callable("ordered_by", ordered_by)
-        progress = self._progress_keeper(auto_in_progress)
-        pull = self._continuous(options, kwargs, error_handler)
-        context = ConsumeContext(pull, handler, progress, workers=workers, ordered_by=ordered_by)
-        pull.start(self.jetstream.timeout)
-        context.start()
-        return context
+        progress = progress_keeper(self._runtime, self.cached_info.config, auto_in_progress)
+        return start_consume(
+            lambda: self._continuous(options, kwargs, error_handler),
+            handler,
+            progress,
+            workers,
+            ordered_by,
+            lambda pull: pull.start(self.jetstream.timeout),
+        )

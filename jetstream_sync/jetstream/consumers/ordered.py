@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -23,8 +23,9 @@ from ..._validate import options_from, to_seconds
 from ...message import Msg
 from ...models import ConsumerInfo
 from ._ordered import RESET_BACKOFF_FIRST, ConsumerChain, OrderedBatch, OrderedFetchState, OrderedPull, next_backoff
+from ._progress import progress_keeper
 from ._pull import FetchPull, PullTarget
-from ._reads import FetchCalls, check_callable, reporter
+from ._reads import FetchCalls, check_callable, reporter, start_consume
 from .delivery import ConsumeContext, ErrorHandler, MessageBatch, MessagesIterator
 from .options import DEFAULT_EXPIRES, ConsumeOptions, FetchOptions, OrderedConsumerConfig, PullPriority
 
@@ -344,11 +345,19 @@ class OrderedConsumer(FetchCalls):
         until_drained: bool = False,
         options: ConsumeOptions | None = None,
         error_handler: ErrorHandler | None = None,
+        workers: int = 1,
+        ordered_by: Callable[[Msg], Hashable] | None = None,
+        auto_in_progress: bool = False,
         **kwargs: Any,
     ) -> ConsumeContext:
-        """Run ``handler(msg)`` for every message in order on the consume's own thread (see :meth:`messages`)."""
-        check_callable("handler", handler)
-        pull = self._continuous(options, kwargs, error_handler, until_drained)
-        context = ConsumeContext(pull, handler)
-        context.start()
-        return context
+        """Run ``handler(msg)`` for every message in order on the consume's own thread (see :meth:`messages`).
+        With ``workers=N`` on N threads: give ``ordered_by`` (e.g. the subject) to keep each key's order.
+        ``auto_in_progress`` is refused: an ordered consumer takes no acks."""
+        progress = progress_keeper(self._runtime, None, auto_in_progress)
+        return start_consume(
+            lambda: self._continuous(options, kwargs, error_handler, until_drained),
+            handler,
+            progress,
+            workers,
+            ordered_by,
+        )

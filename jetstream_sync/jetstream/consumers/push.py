@@ -121,6 +121,9 @@ class PushConsumer(ServerConsumerHandle, PushReads):
             )
         )
 
+    def _ack_config(self) -> ConsumerConfig:
+        return self.cached_info.config
+
     def _engine(self, options: PushOptions, error_handler: ErrorHandler | None) -> PushEngine:
         runtime = self._runtime
         config = self.cached_info.config

@@ -10,10 +10,14 @@ import pytest
 from jetstream_sync import AckPolicy, ConsumerConfig, StreamConfig, errors
 
 
-def slow_consume(stream, js, name, auto: bool, workers: int = 1) -> list[int]:
+def slow_consume(stream, js, name, auto: bool, workers: int = 1, push: bool = False) -> list[int]:
     """One message, a handler that works 2.5 s (ack_wait is 1 s) and acks: the deliveries it saw."""
     js.publish(f"{name}.a", b"slow")
-    consumer = stream.create_consumer(ConsumerConfig(durable_name=f"w{int(auto)}", ack_wait=1))
+    if push:
+        config = ConsumerConfig(durable_name=f"p{int(auto)}", ack_wait=1, deliver_subject=f"dl.{name}.{int(auto)}")
+        consumer = js.create_push_consumer(stream.name, config)
+    else:
+        consumer = stream.create_consumer(ConsumerConfig(durable_name=f"w{int(auto)}", ack_wait=1))
     seen: list[int] = []
     done = threading.Event()
 
@@ -43,6 +47,11 @@ def test_a_slow_handler_keeps_its_message(js, name, workers):
     assert slow_consume(stream, js, name, auto=True, workers=workers) == [1]
 
 
+def test_a_push_consumes_slow_handler_keeps_its_message(js, name):
+    stream = js.create_stream(StreamConfig(name=name, subjects=[f"{name}.>"]))
+    assert slow_consume(stream, js, name, auto=True, push=True) == [1]
+
+
 def test_without_it_the_same_handler_sees_a_redelivery(js, name):
     stream = js.create_stream(StreamConfig(name=name, subjects=[f"{name}.>"]))
     assert slow_consume(stream, js, name, auto=False) == [1, 2]
@@ -55,3 +64,7 @@ def test_auto_in_progress_is_refused_where_it_cannot_work(stream):
     explicit = stream.create_consumer(ConsumerConfig(durable_name="e"))
     with pytest.raises(errors.InvalidTypeError, match="auto_in_progress"):
         explicit.consume(lambda m: None, auto_in_progress="yes")
+    js = stream.jetstream
+    for ordered in (js.ordered_consumer(stream.name), js.ordered_push_consumer(stream.name)):
+        with pytest.raises(errors.InvalidArgumentError, match="ordered consumer"):
+            ordered.consume(lambda m: None, auto_in_progress=True)

@@ -110,3 +110,22 @@ def test_bad_pool_arguments_are_refused(stream):
         consumer.consume(lambda m: None, workers=0)
     with pytest.raises(errors.InvalidTypeError, match="ordered_by"):
         consumer.consume(lambda m: None, workers=2, ordered_by="subject")
+
+
+@pytest.mark.parametrize("kind", ["push", "ordered", "ordered_push"])
+def test_push_and_ordered_consumes_take_a_worker_pool(js, name, kind):
+    fill(js, name, 600, keys=20)
+    if kind == "push":
+        reader = js.create_push_consumer(name, ConsumerConfig(durable_name="push", deliver_subject=f"dl.{name}"))
+    elif kind == "ordered":
+        reader = js.ordered_consumer(name)
+    else:
+        reader = js.ordered_push_consumer(name)
+    seen = Recorder()
+    with reader.consume(seen, workers=4, ordered_by=lambda m: m.subject) as ctx:
+        wait_until(lambda: seen.handled == 600, timeout=30)
+    assert seen.overlaps == 0 and seen.peak > 1
+    assert all(values == sorted(values) for values in seen.by_key.values())
+    assert sum(ctx.worker_stats) == 600 and len(ctx.worker_stats) == 4
+    with pytest.raises(errors.InvalidArgumentError, match="workers"):
+        reader.consume(seen, workers=0)
