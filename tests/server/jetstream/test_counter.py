@@ -10,6 +10,7 @@ import nats
 import pytest
 
 from jetstream_sync import Counter, StreamConfig, errors
+from tests.helpers import wait_until
 
 
 @pytest.fixture
@@ -85,3 +86,28 @@ def test_counters_interoperate_with_nats_py(counter, nats_server):
     assert b'"val":"15"' in ack and stored == b'{"val":"15"}'
     assert counter.load(f"{s}.shared") == 15
     assert counter.add(f"{s}.shared", 1) == 16
+
+
+def test_get_many_reads_totals_the_server_aggregated_from_sources(js, name):
+    """ADR-49: a counter stream sourcing others adds their increments into its own totals (here two regions
+    mapped onto one subject), and get_many reads the sums."""
+    for region in ("EU", "US"):
+        js.create_stream(StreamConfig(name=f"{name}_{region}", subjects=[f"{region}.{name}.>"], allow_msg_counter=True))
+    js.create_stream(
+        StreamConfig(
+            name=name,
+            allow_msg_counter=True,
+            allow_direct=True,
+            sources=[
+                {"name": f"{name}_{region}", "subject_transforms": [{"src": f"{region}.{name}.>", "dest": f"{name}.>"}]}
+                for region in ("EU", "US")
+            ],
+        )
+    )
+    eu, us, total = js.counter(f"{name}_EU"), js.counter(f"{name}_US"), js.counter(name)
+    eu.add(f"EU.{name}.hits", 5)
+    us.add(f"US.{name}.hits", 7)
+    eu.add(f"EU.{name}.hits", 1)
+    us.add(f"US.{name}.other", 2)
+    wait_until(lambda: total.get_many([f"{name}.>"]) == {f"{name}.hits": 13, f"{name}.other": 2}, timeout=10)
+    assert total.load(f"{name}.hits") == 13
