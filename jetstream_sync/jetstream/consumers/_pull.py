@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 import attrs
 
 from ... import errors
-from ..._protocol import ACK_PREFIX, encode_pub, pending_counts, pull_request, status_of
+from ..._protocol import ACK_PREFIX, api_response, encode_pub, pending_counts, pull_request, status_of
 from ..._runtime import BufferFinished, MessageBuffer, NatsSubscription, Runtime
 from ...message import Msg
 from ._heartbeat import HeartbeatMonitor
@@ -34,6 +34,9 @@ from .options import FetchOptions, PullPlan, PullPriority
 __all__ = ["AckNextPull", "ContinuousPull", "FetchPull", "PinTracker", "PullTarget"]
 
 log = logging.getLogger("jetstream_sync")
+
+_CHECK_CONSUMER_AFTER = 3  # pulls in a row without responders before asking whether the consumer exists
+_CHECK_TIMEOUT = 5.0
 
 
 _PIN_HEADER = b"\r\nNats-Pin-Id: "
@@ -71,6 +74,11 @@ class PullTarget:
     next_subject: bytes  # <api prefix>.CONSUMER.MSG.NEXT.<stream>.<consumer>
     ack_none: bool
     pin: PinTracker | None = attrs.field(default=None, eq=False)
+
+    @property
+    def info_subject(self) -> bytes:
+        """<api prefix>.CONSUMER.INFO.<stream>.<consumer>: asked when pulls meet no responders (ADR-37)."""
+        return self.next_subject.replace(b".CONSUMER.MSG.NEXT.", b".CONSUMER.INFO.", 1)
 
     @property
     def label(self) -> str:
@@ -309,6 +317,8 @@ class ContinuousPull(_PullEngine):
         self._retry_handle: asyncio.TimerHandle | None = None
         self._retry_delay = 0.25
         self._pulled_pinned = False  # the last pull carried a pin id
+        self._unanswered = 0  # pulls in a row that met no responders
+        self._checking = False  # a consumer info request is out (ADR-37: does the consumer still exist?)
         # user side only (the thread handing out messages)
         self.delivered = 0
         self.delivered_bytes = 0
@@ -456,6 +466,7 @@ class ContinuousPull(_PullEngine):
         self.heartbeat.touch()
         if reply.startswith(ACK_PREFIX):
             self.received += 1
+            self._unanswered = 0
             pin = self.target.pin
             if headers is not None and pin is not None and pin.note(headers):
                 priority = self.options.priority
@@ -466,6 +477,8 @@ class ContinuousPull(_PullEngine):
         if status is None:
             return
         self.statuses[status] += 1
+        if status != 503:
+            self._unanswered = 0
         if status == 100:
             return
         msgs_left, bytes_left = pending_counts(headers)
@@ -511,15 +524,38 @@ class ContinuousPull(_PullEngine):
         self._end(exc)
 
     def _retry_later(self, exc: BaseException | None) -> None:
-        """503 on a pull: the consumer or JetStream is not there (yet, after a restart); try again, backing off."""
+        """503 on a pull: the consumer or JetStream is not there (yet, after a restart, or while a cluster elects
+        the consumer's leader); try again, backing off. After a few in a row, ask whether the consumer still
+        exists (ADR-37): if the server says it does not, the consume ends with ConsumerNotFoundError."""
         self.warnings += 1
         if exc is not None:
             self._report(exc)
         self._reset_pending()
+        self._unanswered += 1
+        if self._unanswered >= _CHECK_CONSUMER_AFTER and not self._checking:
+            self._checking = True
+            self.runtime.spawn(self._check_consumer())
         if self._retry_handle is None or self._retry_handle.cancelled():
             delay = self._retry_delay
             self._retry_delay = min(self._retry_delay * 2, 5.0)
             self._retry_handle = self.runtime.call_later(delay, self._retry_now)
+
+    async def _check_consumer(self) -> None:
+        """IO thread: the consumer's info; its absence ends the consume, anything else lets it retry."""
+        subject = self.target.info_subject
+        try:
+            reply = await self.runtime.request_async(
+                lambda inbox: encode_pub(subject, inbox, None, b""), _CHECK_TIMEOUT, "consumer info"
+            )
+            api_response(reply.data, "consumer info")
+        except (errors.ConsumerNotFoundError, errors.StreamNotFoundError) as exc:
+            if not self.stopped:
+                log.debug("consume %s: the consumer is gone (%s)", self.label, exc)
+                self._on_terminal(exc)
+        except errors.JetStreamError:
+            pass  # the API does not answer either (restarting, electing): the pulls go on retrying
+        finally:
+            self._checking = False
 
     def _retry_now(self) -> None:
         self._retry_handle = None

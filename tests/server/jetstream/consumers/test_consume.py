@@ -482,3 +482,22 @@ def test_connection_cut_mid_consume_resumes(fault_proxy):
         ctx.stop()
     finally:
         nc.close()
+
+
+def test_a_consumer_deleted_while_disconnected_ends_the_consume(nats_server_function, fault_proxy):
+    """ADR-37: after a reconnect the pulls meet no responders; the consume asks whether the consumer still
+    exists and, told it does not, ends with ConsumerNotFoundError instead of retrying forever."""
+    with jetstream_sync.connect(nats_server_function.url) as admin:
+        ajs = admin.jetstream()
+        ajs.create_stream(StreamConfig(name="GONE", subjects=["gone.>"]))
+        ajs.create_consumer("GONE", ConsumerConfig(durable_name="c"))
+        reported: list[BaseException] = []
+        with jetstream_sync.connect(fault_proxy.url, reconnect_wait=0.1) as nc:
+            ctx = nc.jetstream().consumer("GONE", "c").consume(lambda m: m.ack(), error_handler=reported.append)
+            fault_proxy.refuse(True)
+            fault_proxy.cut()
+            ajs.delete_consumer("GONE", "c")
+            fault_proxy.refuse(False)
+            ctx.wait(15)
+            assert isinstance(ctx.error, errors.ConsumerNotFoundError)
+            wait_until(lambda: any(isinstance(e, errors.ConsumerNotFoundError) for e in reported))  # the watchdog
