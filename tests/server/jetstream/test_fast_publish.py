@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+import jetstream_sync
 from jetstream_sync import BatchAck, FastPubAck, StreamConfig, errors
 from tests.helpers import wait_until
 
@@ -102,3 +103,18 @@ def test_bad_arguments_are_refused(js, name, fast, monkeypatch):
     monkeypatch.setattr(js.client.runtime, "server_info", lambda: {"version": "2.13.0"})
     with pytest.raises(errors.FeatureNotSupportedError, match="fast-ingest"):
         js.fast_publisher()
+
+
+def test_a_lost_flow_ack_is_recovered_by_a_ping(fault_proxy):
+    """The server's second flow ack is dropped on its way: add stalls, pings after a third of the timeout,
+    the server answers with its latest ack, and the batch goes on."""
+    with jetstream_sync.connect(fault_proxy.url) as nc:
+        js = nc.jetstream()
+        js.create_stream(StreamConfig(name="FASTPING", subjects=["fp.>"], allow_batched=True))
+        pub = js.fast_publisher(flow=10, max_outstanding_acks=1, timeout=3)
+        lost = fault_proxy.drop_next("downstream", f"{pub._inbox}.>", skip=1)  # flow ack 0 passes, ack 10 is lost
+        for i in range(40):
+            pub.add("fp.x", b"%d" % i)
+        assert lost.wait(timeout=5)
+        assert pub.commit("fp.x", b"last").batch_size == 41
+        assert js.stream_info("FASTPING").state.messages == 41
