@@ -227,11 +227,33 @@ class EmbeddedCluster:
         deadline = time.monotonic() + timeout
         while True:
             leader = self.meta_leader()
-            if leader is not None and self._followers_current(leader) and self._healthy():
+            if leader is not None and self._followers_current(leader) and self._healthy() and self._placeable():
                 return leader
             if time.monotonic() >= deadline:
                 raise ClusterError(f"cluster {self.name}: no meta leader agreed on within {timeout:g}s")
             time.sleep(_POLL)
+
+    def _placeable(self) -> bool:
+        """A stream replicated on every reachable node can be made now: the meta leader knows them all as
+        online (right after forming it may still call one offline and refuse placement, err_code 10005)."""
+        replicas = sum(s.is_running for s in self.servers) - len(self._partitioned)
+        name = f"EMBEDDED_CLUSTER_PROBE_{self.name.replace('-', '_')}"
+        try:
+            js = self._admin_client().jetstream(timeout=2.0)
+            js.api.request(
+                f"STREAM.CREATE.{name}",
+                {
+                    "name": name,
+                    "subjects": [f"_embedded_cluster_probe.{name}"],
+                    "num_replicas": max(1, replicas),
+                    "storage": "memory",
+                },
+            )
+            js.api.request(f"STREAM.DELETE.{name}")
+        except JetStreamError as exc:
+            logger.debug("cluster %s: not placeable yet: %s", self.name, exc)
+            return False
+        return True
 
     def _healthy(self) -> bool:
         """Every running, unpartitioned node reports JetStream healthy (its meta state is current)."""
