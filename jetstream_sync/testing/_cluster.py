@@ -313,7 +313,7 @@ class EmbeddedCluster:
         while True:
             try:
                 body = self._api(info)
-            except (ClusterError, InvalidArgumentError):
+            except InvalidArgumentError:  # a bad name will not get better by asking again
                 raise
             except JetStreamError as exc:  # unanswered during an election: ask again
                 if time.monotonic() >= deadline:
