@@ -11,11 +11,18 @@ Decoding runs no client-side validation; ``_base`` explains why.
 
 Info fields that Go omits when zero default to the Go zero value, because that is what an absent key means.
 
+Nested objects are models as well (a stream's :class:`Placement`, its mirror and sources as :class:`StreamSource`,
+the :class:`ClusterInfo` of an info). Where a config takes one, a dict in the server's JSON shape is accepted
+too, as it was before those types existed; it is decoded and checked like the model it stands for.
+
 The types are split by API area, the way nats.go splits ``jetstream/stream_config.go`` and
 ``consumer_config.go``, so a change to one area's wire format is made and reviewed in one place:
 
 - ``_base``: the attrs base class, the generic mapping, time and duration conversions, shared validators.
-- ``stream``: stream policies, :class:`StreamConfig`, :class:`StreamInfo`, :class:`StreamState`, :class:`StoredMsg`.
+- ``stream``: stream policies, :class:`StreamConfig`, :class:`StreamInfo`, :class:`StreamState`, :class:`StoredMsg`,
+  and mirrors and sources: :class:`StreamSource`, :class:`SubjectTransform`, :class:`ExternalStream`,
+  :class:`StreamSourceInfo`.
+- ``cluster``: :class:`Placement`, and the :class:`ClusterInfo` and :class:`PeerInfo` streams and consumers report.
 - ``consumer``: consumer policies, :class:`ConsumerConfig`, :class:`ConsumerInfo`, :class:`SequenceInfo`.
 - ``account``: :class:`AccountInfo`, :class:`AccountLimits`, :class:`APIStats`.
 - ``publish``: :class:`PubAck`, :class:`BatchAck`.
@@ -53,6 +60,7 @@ from .advisory import (
     UnknownAdvisory,
     parse_advisory,
 )
+from .cluster import ClusterInfo, PeerInfo, Placement
 from .consumer import (
     AckPolicy,
     ConsumerConfig,
@@ -69,6 +77,7 @@ from .object_store import ObjectInfo, ObjectLink, ObjectMeta, ObjectStoreConfig,
 from .publish import BatchAck, PubAck
 from .stream import (
     DiscardPolicy,
+    ExternalStream,
     PersistMode,
     RetentionPolicy,
     StorageType,
@@ -76,7 +85,10 @@ from .stream import (
     StoredMsg,
     StreamConfig,
     StreamInfo,
+    StreamSource,
+    StreamSourceInfo,
     StreamState,
+    SubjectTransform,
 )
 
 __all__ = [
@@ -89,6 +101,7 @@ __all__ = [
     "AdvisoryAction",
     "AdvisoryKind",
     "BatchAck",
+    "ClusterInfo",
     "ConsumerAckMetric",
     "ConsumerAction",
     "ConsumerConfig",
@@ -98,10 +111,13 @@ __all__ = [
     "ConsumerPaused",
     "DeliverPolicy",
     "DiscardPolicy",
+    "ExternalStream",
     "MaxDeliveriesExceeded",
     "MessageNaked",
     "MessageTerminated",
+    "PeerInfo",
     "PersistMode",
+    "Placement",
     "PriorityGroupState",
     "PriorityPolicy",
     "PubAck",
@@ -115,7 +131,10 @@ __all__ = [
     "StreamConfig",
     "StreamInfo",
     "StreamLeaderElected",
+    "StreamSource",
+    "StreamSourceInfo",
     "StreamState",
+    "SubjectTransform",
     "UnknownAdvisory",
     "from_wire",
     "nanos",

@@ -9,7 +9,9 @@ Decoding trusts the server: :func:`from_wire` builds instances with ``object.__n
 directly, so no converter, validator or ``__attrs_post_init__`` runs. A value the server accepted can therefore
 never be rejected by a client-side rule, an enum value from a newer server stays a plain ``str``, and nothing
 global is switched off (``attrs.validators.set_disabled`` is process-wide and would race with other threads).
-Validation runs only when user code calls ``__init__`` (or ``attrs.evolve``).
+Validation runs only when user code calls ``__init__`` (or ``attrs.evolve``). A dict a caller gives where a
+nested model goes (``StreamConfig(mirror={...})``) is the exception that proves it: :func:`_to_model` decodes it
+like a server answer and then builds it again through ``__init__``, so it meets the model's checks.
 
 The converters and validators here are the ones that depend only on the field they check (its name, default
 and metadata), so any model can use them; a rule that belongs to one field of one model lives beside that
@@ -139,7 +141,7 @@ def _plan(cls: type[_Model]) -> tuple[_Spec, ...]:
 
 
 def _encode(kind: str, value: Any) -> Any:
-    if kind == "duration":
+    if kind in ("duration", "elapsed"):
         return nanos(value)
     if kind == "durations":
         return [nanos(v) for v in value]
@@ -166,6 +168,9 @@ def _decode(owner: type[_Model], spec: _Spec, raw: Any) -> Any:
     kind = spec.kind
     if kind == "duration":
         return seconds(raw)
+    if kind == "elapsed":
+        # How long ago something last happened; the server sends -1 for "never" (nothing to measure from).
+        return None if raw < 0 else seconds(raw)
     if kind == "durations":
         return [seconds(v) for v in raw]
     if kind == "datetime":
@@ -292,6 +297,63 @@ def _as_list(value: Iterable[str]) -> list[str]:
         return list(value)
     except TypeError:
         return cast("list[str]", value)
+
+
+def _to_model(cls: type[_M], field: str, value: object, where: str = "") -> _M:
+    """A nested model given as itself, or as a dict in the server's JSON shape (what callers passed before the
+    model existed, and what the key-value code builds).
+
+    The dict is decoded the way a server answer is, its own nested dicts in turn by this function, and the
+    result built again through ``cls.__init__`` (``attrs.evolve``), so both spellings meet the same rules. A
+    mistake is reported under ``field``, its message saying where inside it (``where`` is the item of a list,
+    e.g. ``[1]``). A datetime in the dict is taken as its RFC 3339 text.
+    """
+    if isinstance(value, cls):
+        return value
+    if not isinstance(value, Mapping):
+        article = "an" if cls.__name__[0] in "AEIOU" else "a"
+        shape = f"{article} {cls.__name__} or a dict in the server's JSON shape"
+        raise InvalidTypeError(field, f"{where + ' ' if where else ''}must be {shape}, got {type(value).__name__}")
+    try:
+        flat = {key: _wire_time(key, item) for key, item in value.items()}
+        nested: dict[str, Any] = {}
+        for spec in _plan(cls):
+            raw = flat.get(spec.wire)
+            if raw is None:
+                if spec.default is attrs.NOTHING:
+                    raise InvalidArgumentError(spec.wire, "is required")
+            elif spec.kind == "model":
+                nested[spec.name] = _to_model(spec.meta["model"], spec.wire, flat.pop(spec.wire))
+            elif spec.kind == "models":
+                nested[spec.name] = _to_models(spec.meta["model"], spec.wire, flat.pop(spec.wire))
+        return attrs.evolve(from_wire(cls, flat), **nested)
+    except (InvalidArgumentError, InvalidTypeError) as exc:
+        raise _under(exc, field, f"{where}." if where else "") from None
+
+
+def _to_models(cls: type[_M], field: str, value: object) -> list[_M]:
+    """A list of nested models, each given as the model or as a dict (see :func:`_to_model`)."""
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        shape = f"a list of {cls.__name__} (or of dicts in the server's JSON shape)"
+        raise InvalidTypeError(field, f"must be {shape}, got {type(value).__name__}")
+    return [_to_model(cls, field, item, f"[{i}]") for i, item in enumerate(value)]
+
+
+def _wire_time(key: str, value: object) -> object:
+    if not isinstance(value, datetime):
+        return value
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidArgumentError(key, "must be timezone-aware; use e.g. datetime.now(timezone.utc)")
+    return _format_time(value)
+
+
+def _under(
+    exc: InvalidArgumentError | InvalidTypeError, field: str, path: str = ""
+) -> InvalidArgumentError | InvalidTypeError:
+    """The same error reported under the enclosing ``field``; its message starts with the path inside it."""
+    message = str(exc)[len(exc.field) + 2 :]
+    joint = "" if message.startswith("[") else ": "  # an item of a list field: "sources[1]..."
+    return type(exc)(field, f"{path}{exc.field}{joint}{message}")
 
 
 def _may_be_none(attr: attrs.Attribute[Any], value: object) -> bool:

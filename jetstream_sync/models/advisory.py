@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 import attrs
 
 from ._base import _meta, _Model, from_wire, to_wire
+from .cluster import PeerInfo
 
 __all__ = [
     "APIAudit",
@@ -182,12 +183,13 @@ class ConsumerAction(Advisory):
 
 @attrs.frozen(kw_only=True)
 class StreamLeaderElected(Advisory):
-    """A clustered stream elected a leader (the server's name); ``replicas`` are the server's peer-info objects.
-    Only clustered JetStream sends it: a stream on a single, non-clustered server has no election."""
+    """A clustered stream elected a leader (the server's name); ``replicas`` are its followers, as in
+    :class:`~jetstream_sync.models.ClusterInfo`. Only clustered JetStream sends it: a stream on a single,
+    non-clustered server has no election."""
 
     stream: str = ""
     leader: str = ""
-    replicas: list[dict[str, Any]] = attrs.field(factory=list)
+    replicas: list[PeerInfo] = attrs.field(factory=list, metadata=_meta("models", model=PeerInfo))
     account: str | None = None
 
 
@@ -198,7 +200,7 @@ class ConsumerLeaderElected(Advisory):
     stream: str = ""
     consumer: str = ""
     leader: str = ""
-    replicas: list[dict[str, Any]] = attrs.field(factory=list)
+    replicas: list[PeerInfo] = attrs.field(factory=list, metadata=_meta("models", model=PeerInfo))
     account: str | None = None
 
 

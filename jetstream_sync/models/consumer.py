@@ -38,6 +38,7 @@ from ._base import (
     _to_enum,
     _to_seconds,
 )
+from .cluster import ClusterInfo
 
 __all__ = [
     "AckPolicy",
@@ -328,7 +329,8 @@ class ConsumerInfo(_Model):
     num_redelivered: int = 0
     num_waiting: int = 0
     num_pending: int = 0
-    cluster: dict[str, Any] | None = None
+    #: the servers behind the consumer; a consumer of a non-clustered server has none
+    cluster: ClusterInfo | None = attrs.field(default=None, metadata=_meta("model", model=ClusterInfo))
     push_bound: bool = False
     #: paused (nats-server 2.11+): no messages are delivered until ``config.pause_until``
     paused: bool = False

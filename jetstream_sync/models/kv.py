@@ -19,7 +19,6 @@ from ..errors import InvalidArgumentError, KeyHistoryTooLargeError
 from ._base import (
     _check_bool,
     _check_dict,
-    _check_dict_list,
     _check_duration,
     _check_int,
     _check_str,
@@ -27,7 +26,18 @@ from ._base import (
     _to_enum,
     _to_seconds,
 )
-from .stream import DiscardPolicy, StorageType, StoreCompression, StreamConfig, StreamInfo
+from .cluster import Placement, to_placement
+from .stream import (
+    DiscardPolicy,
+    StorageType,
+    StoreCompression,
+    StreamConfig,
+    StreamInfo,
+    StreamSource,
+    SubjectTransform,
+    to_mirror,
+    to_sources,
+)
 
 __all__ = ["KV_STREAM_PREFIX", "KeyValueConfig", "KeyValueEntry", "KeyValueOp", "KeyValueStatus"]
 
@@ -78,8 +88,9 @@ class KeyValueConfig:
     ``history`` values are kept per key (1-64); ``ttl`` ends every value that long after it was written
     (None: never); ``max_value_size`` and ``max_bytes`` are -1 for unlimited. ``limit_marker_ttl``
     (nats-server 2.11+) makes the server leave a marker, kept that long, when a value ends by the bucket's TTL
-    and enables per-key TTLs (``create(..., ttl=)``, ``purge(..., ttl=)``). ``mirror`` and ``sources`` are the
-    server's JSON shape; a name without ``KV_`` means that bucket.
+    and enables per-key TTLs (``create(..., ttl=)``, ``purge(..., ttl=)``). ``mirror`` and ``sources`` are
+    :class:`StreamSource` values (or dicts in the server's JSON shape), ``placement`` a :class:`Placement` (or
+    dict); a source or mirror name without ``KV_`` means that bucket.
     """
 
     bucket: str = attrs.field(validator=_check_bucket)
@@ -90,10 +101,10 @@ class KeyValueConfig:
     max_bytes: int = attrs.field(default=-1, validator=_check_int(-1))
     storage: StorageType = attrs.field(default=StorageType.FILE, converter=_storage)
     replicas: int = attrs.field(default=1, validator=_check_int(1, 5))
-    placement: dict[str, Any] | None = attrs.field(default=None, validator=_check_dict)
+    placement: Placement | None = attrs.field(default=None, converter=to_placement)
     republish: dict[str, Any] | None = attrs.field(default=None, validator=_check_dict)
-    mirror: dict[str, Any] | None = attrs.field(default=None, validator=_check_dict)
-    sources: list[dict[str, Any]] | None = attrs.field(default=None, validator=_check_dict_list)
+    mirror: StreamSource | None = attrs.field(default=None, converter=to_mirror)
+    sources: list[StreamSource] | None = attrs.field(default=None, converter=to_sources)
     compression: bool = attrs.field(default=False, validator=_check_bool)
     metadata: dict[str, str] | None = attrs.field(default=None, validator=_check_str_dict)
     limit_marker_ttl: float | None = attrs.field(default=None, converter=_optional_seconds, validator=_check_marker_ttl)
@@ -101,8 +112,6 @@ class KeyValueConfig:
     def __attrs_post_init__(self) -> None:
         if self.mirror is not None and self.sources:
             raise InvalidArgumentError("mirror", "a bucket can mirror one bucket or take sources, not both")
-        if self.mirror is not None and not isinstance(self.mirror.get("name"), str):
-            raise InvalidArgumentError("mirror", "needs a 'name' (the bucket or KV_ stream to mirror)")
 
     def stream_config(self) -> StreamConfig:
         """The bucket's stream, as every client makes it: rollups allowed (purge), deletes denied (markers
@@ -114,7 +123,7 @@ class KeyValueConfig:
         mirror = None
         sources = None
         if self.mirror is not None:
-            mirror = {**self.mirror, "name": _kv_stream(self.mirror["name"])}
+            mirror = attrs.evolve(self.mirror, name=_kv_stream(self.mirror.name))
         else:
             subjects = [f"$KV.{self.bucket}.>"]
         if self.sources:
@@ -145,17 +154,15 @@ class KeyValueConfig:
             subject_delete_marker_ttl=self.limit_marker_ttl,
         )
 
-    def _source(self, source: dict[str, Any]) -> dict[str, Any]:
-        """A source bucket's keys land under this bucket's prefix (as nats.go maps them)."""
-        name = source.get("name")
-        if not isinstance(name, str):
-            raise InvalidArgumentError("sources", "each source needs a 'name' (the bucket or KV_ stream)")
-        stream = _kv_stream(name)
-        mapped = {**source, "name": stream}
+    def _source(self, source: StreamSource) -> StreamSource:
+        """A source bucket's keys land under this bucket's prefix (as nats.go maps them), unless the source
+        brings its own transforms."""
+        stream = _kv_stream(source.name)
         origin = stream[len(KV_STREAM_PREFIX) :]
-        if origin != self.bucket and "subject_transforms" not in source:
-            mapped["subject_transforms"] = [{"src": f"$KV.{origin}.>", "dest": f"$KV.{self.bucket}.>"}]
-        return mapped
+        transforms = source.subject_transforms
+        if origin != self.bucket and not transforms:
+            transforms = [SubjectTransform(src=f"$KV.{origin}.>", dest=f"$KV.{self.bucket}.>")]
+        return attrs.evolve(source, name=stream, subject_transforms=transforms)
 
     @classmethod
     def from_stream(cls, bucket: str, config: StreamConfig) -> KeyValueConfig:

@@ -23,7 +23,6 @@ from .._validate import check_bucket_name
 from ..errors import InvalidArgumentError, InvalidObjectNameError, InvalidTypeError
 from ._base import (
     _check_bool,
-    _check_dict,
     _check_duration,
     _check_int,
     _check_str,
@@ -31,6 +30,7 @@ from ._base import (
     _to_enum,
     _to_seconds,
 )
+from .cluster import Placement, to_placement
 from .stream import DiscardPolicy, StorageType, StoreCompression, StreamConfig, StreamInfo
 
 __all__ = [
@@ -79,7 +79,7 @@ class ObjectStoreConfig:
     max_bytes: int = attrs.field(default=-1, validator=_check_int(-1))
     storage: StorageType = attrs.field(default=StorageType.FILE, converter=_storage)
     replicas: int = attrs.field(default=1, validator=_check_int(1, 5))
-    placement: dict[str, Any] | None = attrs.field(default=None, validator=_check_dict)
+    placement: Placement | None = attrs.field(default=None, converter=to_placement)
     compression: bool = attrs.field(default=False, validator=_check_bool)
     metadata: dict[str, str] | None = attrs.field(default=None, validator=_check_str_dict)
 

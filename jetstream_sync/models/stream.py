@@ -1,45 +1,60 @@
 """Stream types: the retention, discard, storage and compression policies, :class:`StreamConfig`, the
-:class:`StreamInfo` and :class:`StreamState` the server reports, and :class:`StoredMsg`.
+:class:`StreamInfo` and :class:`StreamState` the server reports, and :class:`StoredMsg`; and what mirrors and
+sources are made of: :class:`StreamSource` (with :class:`SubjectTransform` and :class:`ExternalStream`) in a
+config, :class:`StreamSourceInfo` in an info.
 
 :class:`StoredMsg` is here because it is a message read back out of a stream (``$JS.API.STREAM.MSG.GET`` and
-direct get), not a publish result. ``placement``, ``mirror``, ``sources``, ``subject_transform``, ``republish``
-and ``consumer_limits`` are plain dicts in the server's JSON shape; typed models for them would belong here.
+direct get), not a publish result. :class:`Placement` and :class:`ClusterInfo` live in ``cluster``, as consumers
+report a cluster too.
+
+``placement``, ``mirror``, ``sources`` and ``subject_transform`` are typed, and each also takes a dict in the
+server's JSON shape (what callers passed before the types existed), decoded and then checked like the model.
+``republish`` and ``consumer_limits`` are still plain dicts. nats.go's ``StreamSource.Domain`` is not a field:
+it is never sent (nats.go turns it into ``external``), so a config read back from the server could not hold it
+and would differ from the one given; :meth:`ExternalStream.for_domain` makes that ``external`` instead.
 The enum converters sit beside their enums because only :class:`StreamConfig` uses them.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 import attrs
 
-from ..errors import InvalidArgumentError
+from .._validate import check_name, check_subject
+from ..errors import APIError, InvalidArgumentError, InvalidTypeError, api_error
 from ..headers import Headers
 from ._base import (
     _DURATION,
     _OMITEMPTY,
     _as_list,
     _check_bool,
+    _check_deliver_subject,
     _check_dict,
-    _check_dict_list,
     _check_duration,
+    _check_filter,
     _check_int,
     _check_name,
     _check_str,
     _check_str_dict,
     _check_subjects,
+    _check_time,
     _meta,
     _Model,
     _to_enum,
+    _to_model,
+    _to_models,
     _to_seconds,
     from_wire,
 )
+from .cluster import ClusterInfo, Placement, to_placement
 
 __all__ = [
     "DiscardPolicy",
+    "ExternalStream",
     "PersistMode",
     "RetentionPolicy",
     "StorageType",
@@ -47,7 +62,10 @@ __all__ = [
     "StoredMsg",
     "StreamConfig",
     "StreamInfo",
+    "StreamSource",
+    "StreamSourceInfo",
     "StreamState",
+    "SubjectTransform",
 ]
 
 
@@ -106,6 +124,152 @@ def _persist_mode(value: PersistMode | str) -> PersistMode:
     return _to_enum(PersistMode, "persist_mode", value)
 
 
+# --- mirrors and sources -------------------------------------------------------------------------------------
+
+
+def _check_transform_src(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
+    """A subject filter; the server takes an empty ``src`` as every subject."""
+    if not isinstance(value, str):
+        raise InvalidTypeError(attr.name, f"must be a str, got {type(value).__name__}")
+    if value:
+        check_subject(attr.name, value, wildcards=True)
+
+
+def _check_transform_dest(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
+    """Only the type: a destination may hold mapping functions ({{wildcard(1)}}, {{partition(3,1)}}) that only
+    the server parses, and its error names the mapping."""
+    if not isinstance(value, str):
+        raise InvalidTypeError(attr.name, f"must be a str, got {type(value).__name__}")
+
+
+def _check_api_prefix(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
+    check_subject(attr.name, value)
+
+
+@attrs.frozen(kw_only=True)
+class SubjectTransform(_Model):
+    """Messages on subjects matching ``src`` get the subject ``dest`` (whose ``{{wildcard(1)}}`` or ``$1`` is
+    the text src's first wildcard matched). A stream's ``subject_transform`` rewrites what it stores; in a
+    :class:`StreamSource` the transforms are also the filter: only messages matching some ``src`` are taken."""
+
+    src: str = attrs.field(validator=_check_transform_src)
+    dest: str = attrs.field(validator=_check_transform_dest)
+
+
+@attrs.frozen(kw_only=True)
+class ExternalStream(_Model):
+    """A source or mirror in another account or JetStream domain: ``api`` is the prefix under which that
+    JetStream API is reached from here (``$JS.<domain>.API`` for a domain, or an account's imported prefix),
+    ``deliver`` the prefix of the subjects the messages are delivered on (cross-account setups import it)."""
+
+    api: str = attrs.field(validator=_check_api_prefix)
+    deliver: str | None = attrs.field(default=None, validator=_check_deliver_subject)
+
+    @classmethod
+    def for_domain(cls, domain: str) -> ExternalStream:
+        """The stream of another JetStream domain (the API prefix ``$JS.<domain>.API``): what nats.go's
+        ``StreamSource.Domain`` stands for."""
+        return cls(api=f"$JS.{check_name('domain', domain)}.API")
+
+    @property
+    def domain(self) -> str | None:
+        """The domain when ``api`` is ``$JS.<domain>.API``; None for another prefix (an account's import)."""
+        tokens = self.api.split(".")
+        if len(tokens) == 3 and tokens[0] == "$JS" and tokens[2] == "API" and tokens[1]:
+            return tokens[1]
+        return None
+
+
+def _transforms(value: Sequence[SubjectTransform | Mapping[str, Any]] | None) -> list[SubjectTransform] | None:
+    return None if value is None else _to_models(SubjectTransform, "subject_transforms", value)
+
+
+def _external(value: ExternalStream | Mapping[str, Any] | None) -> ExternalStream | None:
+    return None if value is None else _to_model(ExternalStream, "external", value)
+
+
+@attrs.frozen(kw_only=True)
+class StreamSource(_Model):
+    """A stream a mirror copies, or one of the streams a stream sources from.
+
+    ``name`` is that stream (in another account or domain with ``external``); it is read from its start, or from
+    ``opt_start_seq`` or ``opt_start_time`` (one of them). Which messages: all, those on ``filter_subject``, or
+    those matching a ``subject_transforms`` source, renamed to its destination (one of the two).
+    """
+
+    name: str = attrs.field(validator=_check_name)
+    opt_start_seq: int | None = attrs.field(default=None, validator=_check_int(1))
+    opt_start_time: datetime | None = attrs.field(default=None, validator=_check_time, metadata=_meta("datetime"))
+    filter_subject: str | None = attrs.field(default=None, validator=_check_filter)
+    subject_transforms: list[SubjectTransform] | None = attrs.field(
+        default=None, converter=_transforms, metadata=_meta("models", model=SubjectTransform)
+    )
+    external: ExternalStream | None = attrs.field(
+        default=None, converter=_external, metadata=_meta("model", model=ExternalStream)
+    )
+
+    def __attrs_post_init__(self) -> None:
+        """The server refuses both filters (10144, 10150). Given both starts it now quietly takes the sequence
+        (older servers refused that for a mirror, 10032): one of them is asked for instead."""
+        if self.opt_start_seq is not None and self.opt_start_time is not None:
+            raise InvalidArgumentError(
+                "opt_start_time", "cannot be combined with opt_start_seq; start from a sequence or from a time"
+            )
+        if self.filter_subject is not None and self.subject_transforms:
+            raise InvalidArgumentError(
+                "subject_transforms",
+                "cannot be combined with filter_subject; use filter_subject alone, or only subject_transforms "
+                "(each one's src filters too)",
+            )
+
+
+@attrs.frozen(kw_only=True)
+class StreamSourceInfo(_Model):
+    """How a mirror or a source is doing, as the server reports it.
+
+    ``lag`` is how many messages it is behind (reliable only while it is active); ``active`` the seconds since it
+    last heard from the stream it reads, None when it never has; ``error`` the server's error object when it
+    cannot read that stream (``api_error`` is it as an :class:`~jetstream_sync.errors.APIError`). The filter,
+    transforms and ``external`` are the ones configured.
+    """
+
+    name: str
+    external: ExternalStream | None = attrs.field(default=None, metadata=_meta("model", model=ExternalStream))
+    lag: int = 0
+    active: float | None = attrs.field(default=None, metadata=_meta("elapsed"))
+    error: dict[str, Any] | None = None
+    filter_subject: str | None = None
+    subject_transforms: list[SubjectTransform] | None = attrs.field(
+        default=None, metadata=_meta("models", model=SubjectTransform)
+    )
+
+    @property
+    def api_error(self) -> APIError | None:
+        """``error`` as the most specific APIError (e.g. StreamNotFoundError for a missing stream), or None."""
+        if not self.error:
+            return None
+        error = self.error
+        code, err_code = int(error.get("code") or 0), int(error.get("err_code") or 0)
+        return api_error(code, err_code, str(error.get("description", "")))
+
+
+# The converters of fields the key-value config has too: public to the sibling modules, not in __all__.
+
+
+def to_mirror(value: StreamSource | Mapping[str, Any] | None) -> StreamSource | None:
+    """A ``mirror`` field's value: a StreamSource, or a dict in the server's JSON shape."""
+    return None if value is None else _to_model(StreamSource, "mirror", value)
+
+
+def to_sources(value: Sequence[StreamSource | Mapping[str, Any]] | None) -> list[StreamSource] | None:
+    """A ``sources`` field's value: a list of StreamSource, or of dicts in the server's JSON shape."""
+    return None if value is None else _to_models(StreamSource, "sources", value)
+
+
+def _subject_transform(value: SubjectTransform | Mapping[str, Any] | None) -> SubjectTransform | None:
+    return None if value is None else _to_model(SubjectTransform, "subject_transform", value)
+
+
 # --- streams -------------------------------------------------------------------------------------------------
 
 
@@ -139,9 +303,15 @@ class StreamConfig(_Model):
         metadata=_DURATION,
     )
     no_ack: bool = attrs.field(default=False, validator=_check_bool, metadata=_OMITEMPTY)
-    placement: dict[str, Any] | None = attrs.field(default=None, validator=_check_dict)
-    mirror: dict[str, Any] | None = attrs.field(default=None, validator=_check_dict)
-    sources: list[dict[str, Any]] | None = attrs.field(default=None, validator=_check_dict_list)
+    placement: Placement | None = attrs.field(
+        default=None, converter=to_placement, metadata=_meta("model", model=Placement)
+    )
+    mirror: StreamSource | None = attrs.field(
+        default=None, converter=to_mirror, metadata=_meta("model", model=StreamSource)
+    )
+    sources: list[StreamSource] | None = attrs.field(
+        default=None, converter=to_sources, metadata=_meta("models", model=StreamSource)
+    )
     sealed: bool = attrs.field(default=False, validator=_check_bool, metadata=_OMITEMPTY)
     deny_delete: bool = attrs.field(default=False, validator=_check_bool, metadata=_OMITEMPTY)
     deny_purge: bool = attrs.field(default=False, validator=_check_bool, metadata=_OMITEMPTY)
@@ -155,7 +325,9 @@ class StreamConfig(_Model):
         metadata=_meta("enum", enum_type=StoreCompression),
     )
     first_seq: int | None = attrs.field(default=None, validator=_check_int(0))
-    subject_transform: dict[str, Any] | None = attrs.field(default=None, validator=_check_dict)
+    subject_transform: SubjectTransform | None = attrs.field(
+        default=None, converter=_subject_transform, metadata=_meta("model", model=SubjectTransform)
+    )
     republish: dict[str, Any] | None = attrs.field(default=None, validator=_check_dict)
     metadata: dict[str, str] | None = attrs.field(default=None, validator=_check_str_dict)
     allow_msg_ttl: bool = attrs.field(default=False, validator=_check_bool)
@@ -203,6 +375,35 @@ class StreamConfig(_Model):
                 raise InvalidArgumentError("subject_delete_marker_ttl", "must be at least 1 second")
             if not self.allow_msg_ttl:
                 raise InvalidArgumentError("subject_delete_marker_ttl", "requires allow_msg_ttl=True")
+        if self.placement is not None and self.placement.preferred is not None:
+            raise InvalidArgumentError(
+                "placement", "preferred is for leader step-down requests; a stream's placement cannot name one"
+            )
+        self._check_mirror()
+
+    def _check_mirror(self) -> None:
+        """The server's rules for a mirror (its error codes 10034, 10031, 10143, 10173, 10198, 10209, 10186, and
+        10052 for markers; 10187 for sources with schedules): a mirror holds exactly what its origin holds, so it
+        takes no messages of its own and numbers none itself."""
+        if self.mirror is None:
+            if self.sources and self.allow_msg_schedules:
+                raise InvalidArgumentError("allow_msg_schedules", "cannot be used on a stream with sources")
+            return
+        if self.subjects:
+            raise InvalidArgumentError("subjects", "a mirror takes no subjects (it stores its origin's); drop them")
+        if self.sources:
+            raise InvalidArgumentError(
+                "sources", "a mirror cannot also have sources; make a stream with sources instead of a mirror"
+            )
+        if self.first_seq:
+            raise InvalidArgumentError("first_seq", "a mirror keeps its origin's sequences; drop first_seq")
+        if self.subject_delete_marker_ttl is not None:
+            raise InvalidArgumentError(
+                "subject_delete_marker_ttl", "a mirror cannot add markers (they would take sequences); drop it"
+            )
+        for switch in ("allow_msg_counter", "allow_atomic_publish", "allow_batched", "allow_msg_schedules"):
+            if getattr(self, switch):
+                raise InvalidArgumentError(switch, "a mirror takes no publishes of its own; set it on the origin")
 
 
 @attrs.frozen(kw_only=True)
@@ -223,14 +424,15 @@ class StreamState(_Model):
 
 @attrs.frozen(kw_only=True)
 class StreamInfo(_Model):
-    """A stream as the server reports it. ``mirror`` and ``sources`` are the server's source-info objects."""
+    """A stream as the server reports it: its config and state, the servers behind it (``cluster``), and how
+    its ``mirror`` or ``sources`` are doing."""
 
     config: StreamConfig = attrs.field(metadata=_meta("model", model=StreamConfig))
     created: datetime = attrs.field(metadata=_meta("datetime"))
     state: StreamState = attrs.field(metadata=_meta("model", model=StreamState))
-    cluster: dict[str, Any] | None = None
-    mirror: dict[str, Any] | None = None
-    sources: list[dict[str, Any]] | None = None
+    cluster: ClusterInfo | None = attrs.field(default=None, metadata=_meta("model", model=ClusterInfo))
+    mirror: StreamSourceInfo | None = attrs.field(default=None, metadata=_meta("model", model=StreamSourceInfo))
+    sources: list[StreamSourceInfo] | None = attrs.field(default=None, metadata=_meta("models", model=StreamSourceInfo))
     ts: datetime | None = attrs.field(default=None, metadata=_meta("datetime"))
 
 

@@ -59,7 +59,7 @@ class KeyValue:
         config = info.config
         origin = bucket
         if config.mirror is not None:
-            name = str(config.mirror.get("name", ""))
+            name = config.mirror.name
             origin = name[len(KV_STREAM_PREFIX) :] if name.startswith(KV_STREAM_PREFIX) else name
         #: every key's subject starts with this: ``$KV.<bucket>.``
         self.prefix = f"$KV.{origin}."

@@ -25,6 +25,7 @@ from jetstream_sync.models import (
     MaxDeliveriesExceeded,
     MessageNaked,
     MessageTerminated,
+    PeerInfo,
     StreamAction,
     StreamLeaderElected,
     UnknownAdvisory,
@@ -114,7 +115,8 @@ def test_leader_elections():
         _event("advisory.v1.stream_leader_elected", account="APP", stream="ORDERS", leader="n1", replicas=replicas),
     )
     assert isinstance(stream, StreamLeaderElected)
-    assert (stream.stream, stream.leader, stream.replicas, stream.account) == ("ORDERS", "n1", replicas, "APP")
+    assert (stream.stream, stream.leader, stream.account) == ("ORDERS", "n1", "APP")
+    assert stream.replicas == [PeerInfo(name="n2", current=True, active=0.0012)]
     consumer = _parse(
         "$JS.EVENT.ADVISORY.CONSUMER.LEADER_ELECTED.ORDERS.proc",
         _event("advisory.v1.consumer_leader_elected", stream="ORDERS", consumer="proc", leader="n3", replicas=None),

@@ -363,7 +363,7 @@ def test_stream_info_round_trip() -> None:
         num_subjects=2,
         consumer_count=1,
     )
-    assert info.cluster is not None and info.cluster["leader"].startswith("NDX")
+    assert info.cluster is not None and info.cluster.leader is not None and info.cluster.leader.startswith("NDX")
     assert info.extra == {"type": "io.nats.jetstream.api.v1.stream_info_response", "total": 0, "offset": 0, "limit": 0}
     assert info.config.extra == {}
     assert info.config.persist_mode is PersistMode.DEFAULT

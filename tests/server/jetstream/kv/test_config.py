@@ -9,7 +9,15 @@ from datetime import timedelta
 import attrs
 import pytest
 
-from jetstream_sync import KeyValueConfig, KeyValueOp, StorageType, StoreCompression, errors
+from jetstream_sync import (
+    KeyValueConfig,
+    KeyValueOp,
+    StorageType,
+    StoreCompression,
+    StreamSource,
+    SubjectTransform,
+    errors,
+)
 from tests.helpers import wait_until
 from tests.server.jetstream.kv.kvhelpers import bucket, gone, readable, until_none
 
@@ -174,7 +182,7 @@ def test_a_mirror_reads_the_origins_keys(js, name):
     origin.purge("p")
     mirror = bucket(js, name + "m", history=3, mirror={"name": name + "o"})
     sc = js.stream_info(f"KV_{name}m").config
-    assert sc.subjects == [] and sc.mirror["name"] == f"KV_{name}o" and sc.mirror_direct
+    assert sc.subjects == [] and sc.mirror == StreamSource(name=f"KV_{name}o") and sc.mirror_direct
     assert mirror.prefix == f"$KV.{name}o."  # keys keep the origin's subjects
     wait_until(lambda: mirror.status().values == origin.status().values, timeout=5)
 
@@ -219,11 +227,11 @@ def test_sources_land_under_the_buckets_own_prefix(js, name):
     second.put("y", b"from b")
     second.put("gone", b"soon")
     second.delete("gone")
-    agg = bucket(js, name + "agg", history=2, sources=[{"name": name + "a"}, {"name": f"KV_{name}b"}])
-    transforms = [s["subject_transforms"] for s in js.stream_info(agg.stream_name).config.sources]
+    agg = bucket(js, name + "agg", history=2, sources=[{"name": name + "a"}, StreamSource(name=f"KV_{name}b")])
+    transforms = [s.subject_transforms for s in js.stream_info(agg.stream_name).config.sources or []]
     assert transforms == [
-        [{"src": f"$KV.{name}a.>", "dest": f"$KV.{name}agg.>"}],
-        [{"src": f"$KV.{name}b.>", "dest": f"$KV.{name}agg.>"}],
+        [SubjectTransform(src=f"$KV.{name}a.>", dest=f"$KV.{name}agg.>")],
+        [SubjectTransform(src=f"$KV.{name}b.>", dest=f"$KV.{name}agg.>")],
     ]
     assert agg.prefix == f"$KV.{name}agg."
     wait_until(lambda: readable(agg, "y", b"from b") and readable(agg, "x.1", b"from a"), timeout=5)

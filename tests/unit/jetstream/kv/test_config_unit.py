@@ -8,7 +8,18 @@ from datetime import timedelta
 import attrs
 import pytest
 
-from jetstream_sync import KeyValueConfig, KeyValueEntry, KeyValueOp, StorageType, StoreCompression, errors
+from jetstream_sync import (
+    ExternalStream,
+    KeyValueConfig,
+    KeyValueEntry,
+    KeyValueOp,
+    Placement,
+    StorageType,
+    StoreCompression,
+    StreamSource,
+    SubjectTransform,
+    errors,
+)
 from jetstream_sync.jetstream.kv.bucket import _covers
 
 
@@ -34,7 +45,7 @@ def test_every_field_maps_to_the_stream():
     ).stream_config()
     assert (sc.name, sc.subjects, sc.description) == ("KV_b", ["$KV.b.>"], "d")
     assert (sc.max_msg_size, sc.max_msgs_per_subject, sc.max_age, sc.max_bytes) == (10, 3, 600, 1000)
-    assert (sc.storage, sc.num_replicas, sc.placement) == (StorageType.MEMORY, 3, {"cluster": "c1"})
+    assert (sc.storage, sc.num_replicas, sc.placement) == (StorageType.MEMORY, 3, Placement(cluster="c1"))
     assert sc.republish == {"src": ">", "dest": "out.>", "headers_only": True}
     assert (sc.compression, sc.metadata) == (StoreCompression.S2, {"k": "v"})
     assert (sc.allow_msg_ttl, sc.subject_delete_marker_ttl) == (True, 90)
@@ -49,40 +60,56 @@ def test_compression_off_is_no_compression():
 def test_a_mirror_has_no_subjects_and_mirror_direct():
     sc = KeyValueConfig(bucket="m", mirror={"name": "origin", "opt_start_seq": 5}).stream_config()
     assert sc.subjects == []
-    assert sc.mirror == {"name": "KV_origin", "opt_start_seq": 5}
+    assert sc.mirror == StreamSource(name="KV_origin", opt_start_seq=5)
     assert sc.mirror_direct and sc.allow_direct
-    assert KeyValueConfig(bucket="m", mirror={"name": "KV_origin"}).stream_config().mirror == {"name": "KV_origin"}
+    typed = KeyValueConfig(bucket="m", mirror=StreamSource(name="KV_origin")).stream_config()
+    assert typed.mirror == StreamSource(name="KV_origin")
+
+
+def test_a_dict_and_a_stream_source_make_the_same_bucket():
+    as_dicts = KeyValueConfig(bucket="agg", sources=[{"name": "a"}], placement={"cluster": "c1", "tags": ["ssd"]})
+    typed = KeyValueConfig(
+        bucket="agg", sources=[StreamSource(name="a")], placement=Placement(cluster="c1", tags=["ssd"])
+    )
+    assert as_dicts == typed
+    assert as_dicts.stream_config() == typed.stream_config()
 
 
 def test_a_mirror_needs_a_name():
-    with pytest.raises(errors.InvalidArgumentError):
+    with pytest.raises(errors.InvalidArgumentError, match="name") as info:
         KeyValueConfig(bucket="m", mirror={"opt_start_seq": 5})
+    assert info.value.field == "mirror"
 
 
 def test_sources_keep_given_transforms():
     own = [{"src": "$KV.a.x.>", "dest": "$KV.agg.x.>"}]
     sc = KeyValueConfig(bucket="agg", sources=[{"name": "a", "subject_transforms": own}]).stream_config()
     assert sc.subjects == ["$KV.agg.>"]
-    assert sc.sources == [{"name": "KV_a", "subject_transforms": own}]
+    assert sc.sources == [
+        StreamSource(name="KV_a", subject_transforms=[SubjectTransform(src="$KV.a.x.>", dest="$KV.agg.x.>")])
+    ]
 
 
 def test_an_external_source_of_the_same_bucket_keeps_its_subjects():
-    external = {"api": "$JS.hub.API"}
-    sc = KeyValueConfig(bucket="agg", sources=[{"name": "agg", "external": external}]).stream_config()
-    assert sc.sources == [{"name": "KV_agg", "external": external}]
+    external = ExternalStream.for_domain("hub")
+    sc = KeyValueConfig(bucket="agg", sources=[{"name": "agg", "external": {"api": "$JS.hub.API"}}]).stream_config()
+    assert sc.sources == [StreamSource(name="KV_agg", external=external)]
 
 
 def test_an_external_source_of_another_bucket_lands_under_this_buckets_prefix():
-    external = {"api": "$JS.hub.API"}
-    sc = KeyValueConfig(bucket="agg", sources=[{"name": "a", "external": external}]).stream_config()
+    external = ExternalStream(api="$JS.hub.API")
+    sc = KeyValueConfig(bucket="agg", sources=[StreamSource(name="a", external=external)]).stream_config()
     assert sc.sources == [
-        {"name": "KV_a", "external": external, "subject_transforms": [{"src": "$KV.a.>", "dest": "$KV.agg.>"}]}
+        StreamSource(
+            name="KV_a", external=external, subject_transforms=[SubjectTransform(src="$KV.a.>", dest="$KV.agg.>")]
+        )
     ]
 
 
 def test_a_source_needs_a_name():
-    with pytest.raises(errors.InvalidArgumentError):
-        KeyValueConfig(bucket="agg", sources=[{"opt_start_seq": 1}]).stream_config()
+    with pytest.raises(errors.InvalidArgumentError, match=r"\[0\]\.name") as info:
+        KeyValueConfig(bucket="agg", sources=[{"opt_start_seq": 1}])
+    assert info.value.field == "sources"
 
 
 @pytest.mark.parametrize(
@@ -128,7 +155,7 @@ def test_from_stream_is_the_way_back(config):
 def test_from_stream_keeps_the_mirror():
     config = KeyValueConfig(bucket="m", mirror={"name": "o"})
     back = KeyValueConfig.from_stream("m", config.stream_config())
-    assert back.mirror == {"name": "KV_o"}
+    assert back.mirror == StreamSource(name="KV_o")
     assert back.stream_config() == config.stream_config()
 
 

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from jetstream_sync import KeyValueConfig, KeyValueOp, StorageType, WatchOptions, errors
+from jetstream_sync import KeyValueConfig, KeyValueOp, StorageType, SubjectTransform, WatchOptions, errors
 from jetstream_sync.jetstream.kv._keys import check_filter, check_key, operation_of, operation_of_raw
 from jetstream_sync.models import DeliverPolicy
 
@@ -146,9 +146,9 @@ def test_stream_config_defaults_and_limit_marker():
 
 def test_source_keys_are_mapped_under_this_bucket():
     sc = KeyValueConfig(bucket="agg", sources=[{"name": "a"}, {"name": "KV_agg"}]).stream_config()
-    assert sc.sources[0]["name"] == "KV_a"
-    assert sc.sources[0]["subject_transforms"] == [{"src": "$KV.a.>", "dest": "$KV.agg.>"}]
-    assert "subject_transforms" not in sc.sources[1]
+    assert sc.sources is not None and sc.sources[0].name == "KV_a"
+    assert sc.sources[0].subject_transforms == [SubjectTransform(src="$KV.a.>", dest="$KV.agg.>")]
+    assert sc.sources[1].subject_transforms is None
 
 
 # -- watch options ----------------------------------------------------------------------------------------
