@@ -173,10 +173,12 @@ class Client:
         domain: str | None = None,
         api_prefix: str | None = None,
         publish_retry: tenacity.Retrying | None = None,
+        api_retry: tenacity.Retrying | None = None,
         max_pending: int | None = None,
         stall_timeout: float | timedelta | None = None,
     ) -> JetStream:
-        """A JetStream context; ``domain`` or ``api_prefix`` select another JetStream API. ``max_pending``
+        """A JetStream context; ``domain`` or ``api_prefix`` select another JetStream API. ``publish_retry``
+        and ``api_retry`` replace the retry policies of publishes and of idempotent API requests. ``max_pending``
         (4,000) caps the context's publish_async calls in flight, and ``stall_timeout`` (10 s) bounds how long
         one waits for a free slot or behind a stalled link before PublishBackpressureError."""
         from .jetstream import JetStream
@@ -188,7 +190,13 @@ class Client:
         if stall_timeout is not None:
             limits["stall_timeout"] = stall_timeout
         return JetStream(
-            self, timeout=timeout, domain=domain, api_prefix=api_prefix, publish_retry=publish_retry, **limits
+            self,
+            timeout=timeout,
+            domain=domain,
+            api_prefix=api_prefix,
+            publish_retry=publish_retry,
+            api_retry=api_retry,
+            **limits,
         )
 
     # -- closing ----------------------------------------------------------------------------------------

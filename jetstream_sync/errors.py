@@ -19,6 +19,7 @@ __all__ = [
     "BucketExistsError",
     "BucketFullError",
     "BucketNotFoundError",
+    "ClusterUnavailableError",
     "ConnectionClosedError",
     "ConsumerConfigMismatchError",
     "ConsumerDeletedError",
@@ -212,6 +213,12 @@ class APIError(JetStreamError):
 
 class JetStreamNotEnabledError(APIError):
     """JetStream is not enabled on the server or for this account."""
+
+
+class ClusterUnavailableError(APIError):
+    """ "JetStream system temporarily unavailable" (err_code 10008): the stream, consumer or meta group that must
+    answer has no leader at the moment, as during a cluster election. An idempotent API request is retried
+    within its timeout (``nc.jetstream(api_retry=...)``); this is raised when the election outlasts it."""
 
 
 class StreamNotFoundError(APIError):
@@ -532,6 +539,7 @@ class LinkIsABucketError(LinkError):
 _API_ERRORS: dict[int, type[APIError]] = {
     10039: JetStreamNotEnabledError,  # JetStream not enabled for account
     10076: JetStreamNotEnabledError,  # JetStream not enabled
+    10008: ClusterUnavailableError,  # JetStream system temporarily unavailable (no leader: an election)
     10059: StreamNotFoundError,
     10058: StreamNameInUseError,
     10014: ConsumerNotFoundError,

@@ -7,14 +7,18 @@ error mapping, timeouts and domain handling.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
+
+import tenacity
 
 from .. import errors
 from .._protocol import api_payload, api_response, reply_encoder
 from .._runtime import RawReply, Runtime
 from .._validate import check_timeout, prepare_message
 from ..client import Client
+from .retry import default_api_retry, is_idempotent_api, split_timeout, within_deadline
 
 __all__ = ["JetStreamAPI"]
 
@@ -33,14 +37,16 @@ _IGNORE = _Ignore()
 
 
 class JetStreamAPI:
-    """The JetStream API of one account or domain: ``prefix`` (``$JS.API`` or ``$JS.<domain>.API``) and the
-    default ``timeout`` of its requests."""
+    """The JetStream API of one account or domain: ``prefix`` (``$JS.API`` or ``$JS.<domain>.API``), the
+    default ``timeout`` of its requests, and ``retry``, the policy that carries an idempotent request through a
+    cluster election (see :mod:`jetstream_sync.jetstream.retry`)."""
 
-    def __init__(self, client: Client, prefix: str, timeout: float) -> None:
+    def __init__(self, client: Client, prefix: str, timeout: float, retry: tenacity.Retrying | None = None) -> None:
         self.client = client
         self.runtime: Runtime = client.runtime
         self.prefix = prefix
         self.timeout = timeout
+        self.retry = retry or default_api_retry()
 
     def __repr__(self) -> str:
         return f"<JetStreamAPI {self.prefix!r}>"
@@ -49,11 +55,31 @@ class JetStreamAPI:
         """The full API subject of ``suffix`` (e.g. ``STREAM.INFO.orders``)."""
         return f"{self.prefix}.{suffix}"
 
-    def request(self, suffix: str, body: dict[str, Any] | None = None, timeout: float | None = None) -> dict[str, Any]:
-        """One API request; the decoded JSON response, or the typed APIError the server answered with."""
+    def request(
+        self,
+        suffix: str,
+        body: dict[str, Any] | None = None,
+        timeout: float | None = None,
+        *,
+        idempotent: bool | None = None,
+    ) -> dict[str, Any]:
+        """One API request; the decoded JSON response, or the typed APIError the server answered with.
+
+        A request that may be repeated safely (``idempotent``; by default judged from ``suffix``: reads, and
+        creates and updates that name what they make) is retried by :attr:`retry` when it meets an election
+        (ClusterUnavailableError, or no answer), every attempt and pause inside ``timeout``. Others are sent once.
+        """
         subject = self.subject(suffix)
-        reply = self.request_raw(subject, body, timeout)
-        return api_response(reply.data, subject)
+        if not (is_idempotent_api(suffix) if idempotent is None else idempotent):
+            return api_response(self.request_raw(subject, body, timeout).data, subject)
+        seconds = check_timeout(timeout, self.timeout)
+        deadline = time.monotonic() + seconds
+
+        def attempt() -> dict[str, Any]:
+            reply = self.request_raw(subject, body, split_timeout(seconds, deadline) or 0.001)
+            return api_response(reply.data, subject)
+
+        return within_deadline(self.retry, deadline)(attempt)
 
     def request_raw(self, subject: str, body: dict[str, Any] | None, timeout: float | None = None) -> RawReply:
         """A request to any JetStream subject, the reply as it came; "no responders" means JetStream is not there."""

@@ -63,10 +63,9 @@ from .publish import (
     NO_CHECKS,
     AsyncPublisher,
     PublishOptions,
-    default_publish_retry,
     parse_pub_ack,
-    within_deadline,
 )
+from .retry import default_publish_retry, split_timeout, within_deadline
 from .streams import Stream
 from .subscribe import JetStreamSubscription, PullSubscription
 
@@ -79,7 +78,10 @@ class JetStream(KeyValueManager, ObjectStoreManager):
     """Manage streams and consumers, and publish with acknowledgements. Thread-safe; cheap to create.
 
     ``publish_retry`` is a ``tenacity.Retrying`` deciding how "no responders" (503) is retried by
-    ``publish``; the default tries 4 times over about 0.3 s.
+    ``publish``; the default tries 4 times over about 0.3 s. ``api_retry`` decides how an idempotent API
+    request (an info, a list, a create that names what it makes) is retried when it meets a cluster election;
+    the default retries ClusterUnavailableError and timeouts within the request's timeout
+    (:mod:`jetstream_sync.jetstream.retry`).
     """
 
     def __init__(
@@ -90,6 +92,7 @@ class JetStream(KeyValueManager, ObjectStoreManager):
         domain: str | None = None,
         api_prefix: str | None = None,
         publish_retry: tenacity.Retrying | None = None,
+        api_retry: tenacity.Retrying | None = None,
         max_pending: int = DEFAULT_MAX_PENDING,
         stall_timeout: float | timedelta = 10.0,
     ) -> None:
@@ -102,15 +105,16 @@ class JetStream(KeyValueManager, ObjectStoreManager):
             prefix = check_subject("api_prefix", api_prefix.rstrip("."))
         else:
             prefix = "$JS.API"
-        if publish_retry is not None and not isinstance(publish_retry, tenacity.Retrying):
-            raise errors.InvalidTypeError("publish_retry", "must be a tenacity.Retrying")
+        for name, policy in (("publish_retry", publish_retry), ("api_retry", api_retry)):
+            if policy is not None and not isinstance(policy, tenacity.Retrying):
+                raise errors.InvalidTypeError(name, f"must be a tenacity.Retrying, got {type(policy).__name__}")
         if not isinstance(client, Client):
             raise errors.InvalidTypeError("client", f"must be a jetstream_sync.Client, got {type(client).__name__}")
         self.client = client
         self.domain = domain
         self.timeout = check_timeout(timeout, client.default_timeout)
         #: the JetStream API this context talks to; ``js.api.request(suffix, body)`` reaches any API call
-        self.api = JetStreamAPI(client, prefix, self.timeout)
+        self.api = JetStreamAPI(client, prefix, self.timeout, api_retry)
         self._runtime = client.runtime
         self._retry = publish_retry or default_publish_retry()
         self._publisher = AsyncPublisher(
@@ -366,9 +370,11 @@ class JetStream(KeyValueManager, ObjectStoreManager):
         """
         self._runtime.check_usable()
         seconds = check_timeout(timeout, self.timeout)
-        extra = _publish_options(options, checks, subject, self.client).headers()
-        encode = reply_encoder(*prepare_message(subject, data, headers, self._runtime.max_payload, extra))
+        opts = _publish_options(options, checks, subject, self.client)
+        encode = reply_encoder(*prepare_message(subject, data, headers, self._runtime.max_payload, opts.headers()))
         what = f"publish to {subject!r}"
+        if opts.msg_id is not None:
+            return parse_pub_ack(self._publish_deduplicated(encode, seconds, what, subject).data)
         deadline = time.monotonic() + seconds
         try:
             reply = self._runtime.request(encode, seconds, what)
@@ -376,17 +382,44 @@ class JetStream(KeyValueManager, ObjectStoreManager):
             reply = self._retry_no_responders(encode, deadline, what, subject)
         return parse_pub_ack(reply.data)
 
-    def _retry_no_responders(
-        self, encode: Callable[[bytes], Command], deadline: float, what: str, subject: str
+    def _publish_deduplicated(
+        self, encode: Callable[[bytes], Command], seconds: float, what: str, subject: str
     ) -> RawReply:
-        """Try again as ``publish_retry`` says, but inside the publish's one timeout (``within_deadline``)."""
+        """A publish with a msg_id may be sent again when it goes unanswered (its stream's leader was lost in an
+        election): the stream stores it once, and a repeat that finds it stored is acked with ``duplicate``.
+        So each attempt gets a share of the timeout and the API retry policy repeats a timed-out one."""
+        deadline = time.monotonic() + seconds
 
         def attempt() -> RawReply:
-            return self._runtime.request(encode, max(0.0, deadline - time.monotonic()), what)
+            return self._runtime.request(encode, split_timeout(seconds, deadline) or 0.001, what)
 
-        retry = within_deadline(self._retry, deadline)
         try:
-            return retry(attempt)
+            return within_deadline(self.api.retry, deadline)(attempt)
+        except errors.NoRespondersError:
+            return self._retry_no_responders(encode, deadline, what, subject, attempt)
+
+    def _retry_no_responders(
+        self,
+        encode: Callable[[bytes], Command],
+        deadline: float,
+        what: str,
+        subject: str,
+        attempt: Callable[[], RawReply] | None = None,
+    ) -> RawReply:
+        """Try again as ``publish_retry`` says, but inside the publish's one timeout (``within_deadline``).
+
+        ``attempt`` comes from a publish with a msg_id, which may be repeated after a timeout too. Without one,
+        a timed-out attempt is not repeated (it may have been stored), so an attempt may use all the time left.
+        """
+        repeatable: tuple[type[errors.JetStreamError], ...] = (errors.NoRespondersError, errors.TimeoutError)
+        if attempt is None:
+            repeatable = (errors.NoRespondersError,)
+
+            def attempt() -> RawReply:
+                return self._runtime.request(encode, max(0.0, deadline - time.monotonic()), what)
+
+        try:
+            return within_deadline(self._retry, deadline)(attempt)
         except errors.NoRespondersError:
             pass
         # Out of quick tries. A stream that captures the subject but does not answer is electing a leader (a
@@ -413,7 +446,7 @@ class JetStream(KeyValueManager, ObjectStoreManager):
             time.sleep(delay)  # the pause between tries, bounded by the publish's timeout
             try:
                 return attempt()
-            except errors.NoRespondersError:
+            except repeatable:
                 delay = min(1.0, delay * 2)
 
     def publish_async(

@@ -11,7 +11,6 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import attrs
-import tenacity
 
 from .. import errors
 from .._protocol import Command, api_response, encode_pub_parts
@@ -26,42 +25,12 @@ __all__ = [
     "NO_CHECKS",
     "AsyncPublisher",
     "PublishOptions",
-    "default_publish_retry",
     "parse_pub_ack",
-    "within_deadline",
 ]
 
 DEFAULT_MAX_PENDING = 4000
 NO_RESPONDERS_ATTEMPTS = 4  # publish_async: tries, 50 ms apart and doubling, while JetStream does not answer
 _RETRY_MAX_DELAY = 1.0  # past those, tries go on 1 s apart while they fit the ack timeout (a cluster election)
-
-
-def default_publish_retry() -> tenacity.Retrying:
-    """Retry "no responders" a few times: right after a server restart JetStream answers a moment late."""
-    return tenacity.Retrying(
-        retry=tenacity.retry_if_exception_type(errors.NoRespondersError),
-        stop=tenacity.stop_after_attempt(4),
-        wait=tenacity.wait_exponential(multiplier=0.05, max=1.0),
-        reraise=True,
-    )
-
-
-class _StopAtDeadline(tenacity.stop.stop_base):
-    """Stops when the policy's own stop does, or when the pause before the next attempt would end past the
-    deadline: one timeout bounds a publish with all its retries."""
-
-    def __init__(self, stop: Any, wait: Any, deadline: float) -> None:
-        self._stop = stop
-        self._wait = wait
-        self._deadline = deadline
-
-    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
-        return bool(self._stop(retry_state)) or time.monotonic() + self._wait(retry_state) >= self._deadline
-
-
-def within_deadline(retry: tenacity.Retrying, deadline: float) -> tenacity.Retrying:
-    """A copy of ``retry`` that makes no attempt, and sleeps no pause, past ``deadline`` (time.monotonic())."""
-    return retry.copy(stop=_StopAtDeadline(retry.stop, retry.wait, deadline))
 
 
 def _optional_text(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:

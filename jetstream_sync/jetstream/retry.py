@@ -1,0 +1,102 @@
+"""Retry policies: how a publish or a JetStream API request rides through a restart or a cluster election.
+
+Both policies are ``tenacity.Retrying`` objects a user can replace (``nc.jetstream(publish_retry=...,
+api_retry=...)``), and both are bounded by the call's one timeout: :func:`within_deadline` stops a policy
+before an attempt or a pause would end past it, so no retry ever makes a call outlast its timeout.
+
+What a retry may repeat is decided here too. An election shows as "JetStream cluster not available" (err_code
+10008), as no answer at all (the request reached a leader that has just gone), or as "no responders". Only a
+request whose repetition cannot change anything is repeated after a timeout: reads, and creates and updates
+that name what they make (the server answers a repeated identical create with what exists). A delete, a purge,
+a step-down, or a consumer create that lets the server pick the name is sent once, whatever happens.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import tenacity
+
+from .. import errors
+
+__all__ = [
+    "API_ATTEMPTS",
+    "default_api_retry",
+    "default_publish_retry",
+    "is_idempotent_api",
+    "split_timeout",
+    "within_deadline",
+]
+
+#: an idempotent API request gets at most this share of its timeout per attempt, so a request lost with a
+#: leader leaves time for another try (but never less than _MIN_ATTEMPT_TIMEOUT)
+API_ATTEMPTS = 3
+_MIN_ATTEMPT_TIMEOUT = 1.0
+
+# The API suffixes (after "$JS.API.") whose repetition is harmless. CONSUMER.CREATE needs the consumer's name
+# in the subject: without it the server names the consumer, and a repeat would make a second one.
+_IDEMPOTENT = re.compile(
+    r"INFO"
+    r"|STREAM\.(?:NAMES|LIST)"
+    r"|STREAM\.(?:INFO|CREATE|UPDATE|MSG\.GET)\.[^.]+"
+    r"|CONSUMER\.(?:NAMES|LIST)\.[^.]+"
+    r"|CONSUMER\.INFO\.[^.]+\.[^.]+"
+    r"|CONSUMER\.(?:CREATE|DURABLE\.CREATE)\.[^.]+\.[^.]+(?:\..+)?"
+)
+
+
+def is_idempotent_api(suffix: str) -> bool:
+    """Whether the API request ``suffix`` (e.g. ``STREAM.INFO.orders``) may be sent again after no answer."""
+    return _IDEMPOTENT.fullmatch(suffix) is not None
+
+
+def default_publish_retry() -> tenacity.Retrying:
+    """Retry "no responders" a few times: right after a server restart JetStream answers a moment late."""
+    return tenacity.Retrying(
+        retry=tenacity.retry_if_exception_type(errors.NoRespondersError),
+        stop=tenacity.stop_after_attempt(4),
+        wait=tenacity.wait_exponential(multiplier=0.05, max=1.0),
+        reraise=True,
+    )
+
+
+def default_api_retry() -> tenacity.Retrying:
+    """Retry what an election looks like (ClusterUnavailableError, TimeoutError) 50 ms, 100 ms, ... 1 s apart,
+    for as long as the request's timeout lasts (the stop is the deadline :func:`within_deadline` adds).
+
+    Applied only to idempotent requests (:func:`is_idempotent_api`); "no responders", which means JetStream is
+    not there at all, is not retried.
+    """
+    return tenacity.Retrying(
+        retry=tenacity.retry_if_exception_type((errors.ClusterUnavailableError, errors.TimeoutError)),
+        stop=tenacity.stop_never,
+        wait=tenacity.wait_exponential(multiplier=0.05, max=1.0),
+        reraise=True,
+    )
+
+
+class _StopAtDeadline(tenacity.stop.stop_base):
+    """Stops when the policy's own stop does, or when the pause before the next attempt would end past the
+    deadline: one timeout bounds a call with all its retries."""
+
+    def __init__(self, stop: Any, wait: Any, deadline: float) -> None:
+        self._stop = stop
+        self._wait = wait
+        self._deadline = deadline
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
+        return bool(self._stop(retry_state)) or time.monotonic() + self._wait(retry_state) >= self._deadline
+
+
+def within_deadline(retry: tenacity.Retrying, deadline: float) -> tenacity.Retrying:
+    """A copy of ``retry`` that makes no attempt, and sleeps no pause, past ``deadline`` (time.monotonic())."""
+    return retry.copy(stop=_StopAtDeadline(retry.stop, retry.wait, deadline))
+
+
+def split_timeout(total: float, deadline: float) -> float:
+    """The timeout of one attempt of a call that may be retried: a share of ``total`` (so a request lost with
+    a leader leaves time to ask again), never past ``deadline``."""
+    share = max(_MIN_ATTEMPT_TIMEOUT, total / API_ATTEMPTS)
+    return max(0.0, min(share, deadline - time.monotonic()))
