@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from .. import errors
 from .._validate import check_int, check_subject
 from ..models import ConsumerConfig, ConsumerInfo, StoredMsg, StreamInfo
+from ..models.cluster import clustered_leader
 from ._features import require_server
 from .consumers import Consumer, OrderedConsumer, OrderedConsumerConfig, OrderedPushConsumer, PushConsumer
 from .direct import direct_get_batch, direct_get_last, direct_get_one
@@ -33,6 +34,12 @@ class Stream:
     def info(self) -> StreamInfo:
         self.cached_info = self.jetstream.stream_info(self.name)
         return self.cached_info
+
+    def leader(self) -> str | None:
+        """The name of the server leading the stream now: asks the server (a fresh :meth:`info`, which also
+        updates ``cached_info``). None when JetStream is not clustered, and while the stream elects a leader;
+        ``info().cluster`` has the replicas and the rest."""
+        return clustered_leader(self.info().cluster)
 
     def purge(self, subject: str | None = None, sequence: int | None = None, keep: int | None = None) -> int:
         """Remove messages (all, or those on ``subject``; below ``sequence``; all but the last ``keep``).

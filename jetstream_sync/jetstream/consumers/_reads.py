@@ -25,6 +25,7 @@ from ..._runtime import Runtime
 from ..._validate import check_int, options_from
 from ...message import Msg
 from ...models import ConsumerConfig, ConsumerInfo, ConsumerPauseState
+from ...models.cluster import clustered_leader
 from ._progress import ProgressKeeper, progress_keeper
 from .delivery import ConsumeContext, DeliverySource, ErrorHandler, MessageBatch, MessagesIterator
 from .options import FetchOptions
@@ -70,6 +71,11 @@ class ServerConsumerHandle:
     def info(self) -> ConsumerInfo:
         self.cached_info = self.jetstream.consumer_info(self.stream_name, self.name)
         return self.cached_info
+
+    def leader(self) -> str | None:
+        """The name of the server leading the consumer now: asks the server (a fresh :meth:`info`, which also
+        updates ``cached_info``). None when JetStream is not clustered, and while the consumer elects a leader."""
+        return clustered_leader(self.info().cluster)
 
     def delete(self) -> None:
         self.jetstream.delete_consumer(self.stream_name, self.name)
