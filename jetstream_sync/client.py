@@ -105,6 +105,13 @@ class Client:
         return self._runtime.connected_url
 
     @property
+    def servers(self) -> list[str]:
+        """Every server this client may reconnect to: the URLs given to ``connect`` and those a cluster
+        announced since, as ``nats://host:port`` (no credentials). A client given one node of a cluster learns
+        the others from it, and reconnects to any of them."""
+        return self._runtime.server_urls
+
+    @property
     def stats(self) -> dict[str, int]:
         return self._runtime.stats()
 

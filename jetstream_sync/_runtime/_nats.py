@@ -115,6 +115,7 @@ NATS_PY_CONTRACT: tuple[ContractMember, ...] = (
     ContractMember("Client", "is_connected", "property"),
     ContractMember("Client", "is_closed", "property"),
     ContractMember("Client", "connected_url", "property"),
+    ContractMember("Client", "servers", "property"),
     ContractMember("Client", "_process_msg", "method", ("sid", "subject", "reply", "data", "headers")),
     ContractMember("Client", "_process_err", "method", ("err_msg",)),
     ContractMember("Client", "_process_info", "method", ("info",)),
@@ -413,6 +414,11 @@ class NatsConnection(nats.aio.client.Client):
         """scheme://host:port of the server we are connected to, without credentials."""
         url = self.connected_url
         return None if url is None else f"{url.scheme}://{url.hostname}:{url.port}"
+
+    def server_urls(self) -> list[str]:
+        """scheme://host:port of every server in the reconnect pool: those given and those the cluster
+        announced (INFO ``connect_urls``), without credentials."""
+        return [f"{url.scheme}://{url.hostname}:{url.port}" for url in self.servers]
 
     def set_reconnect_policy(self, max_attempts: int, wait: float) -> None:
         """The reconnect policy once connected (the first connect runs with a fail-fast one)."""

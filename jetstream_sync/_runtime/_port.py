@@ -306,6 +306,10 @@ class Runtime:
     def connected_url(self) -> str | None:
         return self._nc.connected_url_text()
 
+    @property
+    def server_urls(self) -> list[str]:
+        return self._nc.server_urls()
+
     def stats(self) -> dict[str, int]:
         return dict(self._nc.stats)
 

@@ -123,3 +123,18 @@ def _has_other_leader(cluster, old: int) -> bool:
         return cluster.leader_of("ORDERS") != old
     except Exception:
         return False
+
+
+def test_a_client_given_one_node_learns_the_others_and_moves_to_them(nats_cluster):
+    first = nats_cluster.urls[0]
+    with jetstream_sync.connect(first, name="one-url", max_reconnect_attempts=-1, reconnect_wait=0.1) as nc:
+        wait_until(lambda: set(nats_cluster.urls) <= set(nc.servers), timeout=10)  # announced in INFO
+        assert nc.server_info["server_name"] == "n1"
+        js = nc.jetstream(timeout=ELECTION_PROOF)
+        js.create_stream(StreamConfig(name="ONE", subjects=["one.>"], num_replicas=3))
+        js.publish("one.a", b"before", msg_id="before")
+        nats_cluster.servers[0].kill()
+        wait_until(lambda: nc.is_connected and nc.connected_url != first, timeout=10)
+        assert nc.server_info["server_name"] in ("n2", "n3")  # the INFO of the node it moved to
+        assert js.publish("one.a", b"after", msg_id="after").seq == 2
+        assert js.stream_info("ONE").state.messages == 2
