@@ -4,11 +4,12 @@ Both policies are ``tenacity.Retrying`` objects a user can replace (``nc.jetstre
 api_retry=...)``), and both are bounded by the call's one timeout: :func:`within_deadline` stops a policy
 before an attempt or a pause would end past it, so no retry ever makes a call outlast its timeout.
 
-What a retry may repeat is decided here too. An election shows as "JetStream cluster not available" (err_code
-10008), as no answer at all (the request reached a leader that has just gone), or as "no responders". Only a
-request whose repetition cannot change anything is repeated after a timeout: reads, and creates and updates
-that name what they make (the server answers a repeated identical create with what exists). A delete, a purge,
-a step-down, or a consumer create that lets the server pick the name is sent once, whatever happens.
+What a retry may repeat is decided here too. An election shows as "JetStream system temporarily unavailable"
+(err_code 10008), as no answer at all (the request reached a leader that has just gone), as "peer offline" when
+a placement needs a node that is restarting (10005), or as "no responders". Only a request whose repetition
+cannot change anything is repeated after a timeout: reads, and creates and updates that name what they make
+(the server answers a repeated identical create with what exists). A delete, a purge, a step-down, or a
+consumer create that lets the server pick the name is sent once, whatever happens.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ __all__ = [
     "default_api_retry",
     "default_publish_retry",
     "is_idempotent_api",
+    "is_transient_cluster_error",
     "split_timeout",
     "within_deadline",
 ]
@@ -62,15 +64,25 @@ def default_publish_retry() -> tenacity.Retrying:
     )
 
 
+def is_transient_cluster_error(exc: BaseException) -> bool:
+    """What a cluster says while a leader is elected or a node is back but not yet seen: no leader
+    (ClusterUnavailableError), no answer (TimeoutError), or "no suitable peers for placement, peer offline"
+    (err_code 10005 naming an offline peer; 10005 for any other reason, such as more replicas than nodes or
+    tags no node has, will not pass by waiting and is not retried)."""
+    if isinstance(exc, (errors.ClusterUnavailableError, errors.TimeoutError)):
+        return True
+    return isinstance(exc, errors.APIError) and exc.err_code == 10005 and "offline" in exc.description
+
+
 def default_api_retry() -> tenacity.Retrying:
-    """Retry what an election looks like (ClusterUnavailableError, TimeoutError) 50 ms, 100 ms, ... 1 s apart,
-    for as long as the request's timeout lasts (the stop is the deadline :func:`within_deadline` adds).
+    """Retry what an election looks like (:func:`is_transient_cluster_error`) 50 ms, 100 ms, ... 1 s apart, for
+    as long as the request's timeout lasts (the stop is the deadline :func:`within_deadline` adds).
 
     Applied only to idempotent requests (:func:`is_idempotent_api`); "no responders", which means JetStream is
     not there at all, is not retried.
     """
     return tenacity.Retrying(
-        retry=tenacity.retry_if_exception_type((errors.ClusterUnavailableError, errors.TimeoutError)),
+        retry=tenacity.retry_if_exception(is_transient_cluster_error),
         stop=tenacity.stop_never,
         wait=tenacity.wait_exponential(multiplier=0.05, max=1.0),
         reraise=True,

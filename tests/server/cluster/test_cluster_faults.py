@@ -9,7 +9,7 @@ import time
 import pytest
 
 import jetstream_sync
-from jetstream_sync import ConsumerConfig, StreamConfig
+from jetstream_sync import ConsumerConfig, StreamConfig, errors
 from tests.helpers import wait_until
 
 pytestmark = pytest.mark.cluster
@@ -71,7 +71,10 @@ def test_the_cluster_helper_reports_leaders_and_steps_them_down(nats_cluster, cl
     assert nc.connected_url in [u.replace("nats://", "nats://") for u in nats_cluster.urls]
 
 
-@pytest.mark.parametrize("fault", ["stream_step_down", "consumer_step_down", "kill_stream_leader", "partition"])
+@pytest.mark.parametrize(
+    "fault",
+    ["stream_step_down", "consumer_step_down", "kill_stream_leader", "restart_stream_leader", "partition", "rolling"],
+)
 def test_a_consume_resumes_within_5s_of_the_new_leader(nats_cluster, cluster_js, fault):
     nc, js = cluster_js
     collector = Collector()
@@ -85,10 +88,15 @@ def test_a_consume_resumes_within_5s_of_the_new_leader(nats_cluster, cluster_js,
                 nats_cluster.step_down("ORDERS")
             elif fault == "consumer_step_down":
                 nats_cluster.step_down_consumer("ORDERS", "work")
-            elif fault == "kill_stream_leader":
+            elif fault in ("kill_stream_leader", "restart_stream_leader"):
                 victim = nats_cluster.leader_of("ORDERS")
                 nats_cluster.servers[victim].kill()
                 wait_until(lambda: _has_other_leader(nats_cluster, victim), timeout=30)
+                if fault == "restart_stream_leader":  # it comes back as a follower and catches up
+                    nats_cluster.servers[victim].start()
+                    nats_cluster.wait_formed()
+            elif fault == "rolling":
+                nats_cluster.rolling_restart()  # every node in turn, the client's too
             else:
                 # a client connected to the cut-off node stays connected to it (the node is up): partition a
                 # leader the client is not connected to
@@ -138,3 +146,13 @@ def test_a_client_given_one_node_learns_the_others_and_moves_to_them(nats_cluste
         assert nc.server_info["server_name"] in ("n2", "n3")  # the INFO of the node it moved to
         assert js.publish("one.a", b"after", msg_id="after").seq == 2
         assert js.stream_info("ONE").state.messages == 2
+
+
+def test_an_impossible_placement_fails_at_once(nats_cluster):
+    with jetstream_sync.connect(nats_cluster.urls) as nc:
+        js = nc.jetstream(timeout=ELECTION_PROOF)
+        started = time.monotonic()
+        with pytest.raises(errors.APIError) as caught:
+            js.create_stream(StreamConfig(name="FIVE", subjects=["five.>"], num_replicas=5))  # 3 nodes
+        assert caught.value.err_code == 10005
+        assert time.monotonic() - started < 5  # not retried until the 30 s timeout: waiting will not help

@@ -103,3 +103,11 @@ def test_an_attempt_gets_a_share_of_the_timeout_never_past_the_deadline():
 
 def test_an_election_error_has_its_class():
     assert isinstance(errors.api_error(503, 10008, "temporarily unavailable"), errors.ClusterUnavailableError)
+
+
+def test_a_placement_waiting_for_an_offline_peer_is_retried_and_an_impossible_one_is_not():
+    offline = errors.APIError(400, 10005, "no suitable peers for placement, peer offline")
+    assert _run(default_api_retry(), [offline]) == 2
+    impossible = errors.APIError(400, 10005, "insufficient resources")
+    with pytest.raises(errors.APIError, match="insufficient resources"):
+        _run(default_api_retry(), [impossible])
