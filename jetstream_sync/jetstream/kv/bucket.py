@@ -77,9 +77,15 @@ class KeyValue:
         return self._stream.name
 
     # -- writes -----------------------------------------------------------------------------------------
-    def put(self, key: str, value: bytes) -> int:
-        """Store ``value`` as the key's newest value; returns its revision."""
-        return self._publish(check_key(key), check_payload("value", value), None, None)
+    def put(self, key: str, value: bytes, *, ttl: float | timedelta | None = None) -> int:
+        """Store ``value`` as the key's newest value; returns its revision.
+
+        ``ttl`` (a bucket with ``limit_marker_ttl``) removes this value after that many seconds, leaving a
+        marker: a cache entry that expires on the server, whoever wrote it.
+        """
+        check_key(key)
+        data = check_payload("value", value)
+        return self._publish(key, data, None, None if ttl is None else self._ttl_options(ttl, PublishOptions()))
 
     def create(self, key: str, value: bytes, *, ttl: float | timedelta | None = None) -> int:
         """Store ``value`` only if the key has no live value (never written, deleted or purged).
@@ -106,11 +112,14 @@ class KeyValue:
             except errors.KeyWrongLastSequenceError as again:
                 raise self._exists(key, again) from again
 
-    def update(self, key: str, value: bytes, last: int) -> int:
-        """Store ``value`` only if ``last`` is still the key's latest revision; KeyWrongLastSequenceError if not."""
+    def update(self, key: str, value: bytes, last: int, *, ttl: float | timedelta | None = None) -> int:
+        """Store ``value`` only if ``last`` is still the key's latest revision; KeyWrongLastSequenceError if not.
+
+        ``ttl`` as for :meth:`put`; without it the new value has none, whatever the one it replaces had.
+        """
         check_key(key)
         data = check_payload("value", value)
-        options = PublishOptions(expected_last_subject_sequence=_revision("last", last))
+        options = self._ttl_options(ttl, PublishOptions(expected_last_subject_sequence=_revision("last", last)))
         return self._publish(key, data, None, options)
 
     def delete(self, key: str, *, last: int | None = None) -> None:

@@ -146,3 +146,22 @@ def test_get_many_1500_keys(js, name):
     assert list(got) == [k for k in wanted if k not in ("k.7", "k.1499", "missing")]
     assert got["k.0"].value == b"newest" and got["k.0"].revision == last
     assert got["k.1200"].value == b"v" and got["k.1200"].revision == 1201
+
+
+def test_put_and_update_with_ttl(js, name):
+    kv = bucket(js, name, limit_marker_ttl=1)
+    kv.put("p", b"1", ttl=1)
+    rev = kv.put("u", b"1", ttl=timedelta(seconds=60))
+    assert stored_last(js, kv, "p").headers["Nats-TTL"] in ("1000ms", "1s", "1")
+    kv.update("u", b"2", last=rev, ttl=1)
+    wait_until(lambda: gone(kv, "p") and gone(kv, "u"), timeout=5)  # both end by their own TTL
+    rev = kv.put("n", b"1", ttl=1)
+    kv.update("n", b"2", last=rev)  # an update without ttl replaces the value with one that never ends
+    assert "Nats-TTL" not in (stored_last(js, kv, "n").headers or {})
+    with pytest.raises(errors.KeyWrongLastSequenceError):
+        kv.update("n", b"3", last=rev, ttl=1)
+    plain = bucket(js, name + "P")
+    with pytest.raises(errors.InvalidArgumentError):
+        plain.put("k", b"v", ttl=1)  # refused before sending, as create's
+    with pytest.raises(errors.InvalidArgumentError):
+        kv.put("k", b"v", ttl=0.5)
