@@ -30,12 +30,17 @@ class AccountLimits(_Model):
 
 @attrs.frozen(kw_only=True)
 class APIStats(_Model):
+    """The account's JetStream API request counts: ``total`` requests and ``errors`` among them."""
+
     total: int = 0
     errors: int = 0
 
 
 @attrs.frozen(kw_only=True)
 class AccountInfo(_Model):
+    """The account's JetStream usage and limits, from ``js.account_info()``: memory and storage used and reserved,
+    stream and consumer counts, ``limits``, ``domain``, ``api`` request counts and the per-tier figures."""
+
     memory: int = 0
     storage: int = 0
     reserved_memory: int = 0
