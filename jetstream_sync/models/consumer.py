@@ -58,6 +58,9 @@ __all__ = [
 
 
 class DeliverPolicy(enum.Enum):
+    """Where a consumer starts: every message, the last, only new ones, a start sequence or time, or the last per
+    subject."""
+
     ALL = "all"
     LAST = "last"
     NEW = "new"
@@ -67,12 +70,16 @@ class DeliverPolicy(enum.Enum):
 
 
 class AckPolicy(enum.Enum):
+    """How a consumer's messages are acknowledged: each one (explicit), all up to one (all), or not at all (none)."""
+
     EXPLICIT = "explicit"
     ALL = "all"
     NONE = "none"
 
 
 class ReplayPolicy(enum.Enum):
+    """How fast messages are delivered: as fast as possible (instant) or at the pace they were stored (original)."""
+
     INSTANT = "instant"
     ORIGINAL = "original"
 
@@ -293,6 +300,8 @@ class ConsumerConfig(_Model):
 
 @attrs.frozen(kw_only=True)
 class SequenceInfo(_Model):
+    """A consumer's position as a pair of sequences (consumer and stream) and when it last moved."""
+
     consumer_seq: int = 0
     stream_seq: int = 0
     last_active: datetime | None = attrs.field(default=None, metadata=_meta("datetime"))
@@ -319,6 +328,9 @@ class PriorityGroupState(_Model):
 
 @attrs.frozen(kw_only=True)
 class ConsumerInfo(_Model):
+    """A consumer as the server reports it: its config, delivered and ack-floor positions, pending and
+    redelivered counts, the servers behind it (``cluster``), and its pause and priority-group state."""
+
     stream_name: str
     name: str
     created: datetime = attrs.field(metadata=_meta("datetime"))
