@@ -73,22 +73,31 @@ __all__ = [
 
 
 class RetentionPolicy(enum.Enum):
+    """When a stream drops messages: at its limits, once every consumer acked them (interest), or once one did
+    (work queue)."""
+
     LIMITS = "limits"
     INTEREST = "interest"
     WORK_QUEUE = "workqueue"
 
 
 class DiscardPolicy(enum.Enum):
+    """What a full stream does: drop its oldest messages (old) or refuse new ones (new)."""
+
     OLD = "old"
     NEW = "new"
 
 
 class StorageType(enum.Enum):
+    """Where a stream keeps its messages: on disk (file) or in memory."""
+
     FILE = "file"
     MEMORY = "memory"
 
 
 class StoreCompression(enum.Enum):
+    """How a file-stored stream compresses its blocks: not at all, or with S2."""
+
     NONE = "none"
     S2 = "s2"
 
@@ -408,6 +417,9 @@ class StreamConfig(_Model):
 
 @attrs.frozen(kw_only=True)
 class StreamState(_Model):
+    """What a stream holds: message and byte counts, first and last sequences and times, consumer count, deleted
+    sequences and, when asked for, per-subject counts."""
+
     messages: int = 0
     bytes: int = 0
     first_seq: int = 0
