@@ -80,10 +80,12 @@ class Client:
 
     @property
     def is_connected(self) -> bool:
+        """Connected right now (False while reconnecting and once closed)."""
         return self._runtime.is_connected
 
     @property
     def is_closed(self) -> bool:
+        """Closed for good: by :meth:`close`, :meth:`drain`, or after the reconnect attempts ran out."""
         return self._runtime.is_closed
 
     @property
@@ -98,10 +100,12 @@ class Client:
 
     @property
     def max_payload(self) -> int:
+        """The largest message the server takes (its INFO ``max_payload``), headers included."""
         return self._runtime.max_payload
 
     @property
     def connected_url(self) -> str | None:
+        """``scheme://host:port`` of the server connected to now (no credentials), or None while not connected."""
         return self._runtime.connected_url
 
     @property
@@ -113,6 +117,7 @@ class Client:
 
     @property
     def stats(self) -> dict[str, int]:
+        """Counters of this connection: messages and bytes in and out, reconnects."""
         return self._runtime.stats()
 
     def new_inbox(self) -> str:

@@ -39,9 +39,11 @@ class Headers(Mapping[str, str]):
         return list(self._items.get(key, ()))
 
     def multi_items(self) -> list[tuple[str, str]]:
+        """Every (name, value) pair, a name once per value, in the order they were added."""
         return [(k, v) for k, values in self._items.items() for v in values]
 
     def to_dict(self) -> dict[str, list[str]]:
+        """A plain dict of each name to its list of values (a copy)."""
         return {k: list(v) for k, v in self._items.items()}
 
     def __repr__(self) -> str:

@@ -148,6 +148,7 @@ class JetStream(KeyValueManager, ObjectStoreManager):
         return self._stream_request("UPDATE", config)
 
     def create_or_update_stream(self, config: StreamConfig) -> Stream:
+        """Update the stream to ``config``, or create it when it does not exist."""
         try:
             return self.update_stream(config)
         except errors.StreamNotFoundError:
@@ -169,10 +170,13 @@ class JetStream(KeyValueManager, ObjectStoreManager):
         return Counter(stream)
 
     def stream_info(self, name: str) -> StreamInfo:
+        """The stream's info, asked now; StreamNotFoundError when there is no such stream."""
         check_name("stream", name)
         return StreamInfo.from_json(self.api.request(f"STREAM.INFO.{name}"))
 
     def delete_stream(self, name: str) -> None:
+        """Delete the stream and its messages; StreamNotFoundError when there is no such stream. Sent once,
+        never repeated after a timeout."""
         check_name("stream", name)
         self.api.request(f"STREAM.DELETE.{name}")
 
@@ -183,6 +187,7 @@ class JetStream(KeyValueManager, ObjectStoreManager):
             yield StreamInfo.from_json(item)
 
     def stream_names(self, subject: str | None = None) -> Iterator[str]:
+        """Every stream's name (or those capturing ``subject``), fetched page by page."""
         body = {} if subject is None else {"subject": check_subject("subject", subject, wildcards=True)}
         yield from self.api.paged("STREAM.NAMES", "streams", body)
 
@@ -193,6 +198,7 @@ class JetStream(KeyValueManager, ObjectStoreManager):
         raise errors.StreamNotFoundError(404, 10059, f"no stream captures subject {subject!r}")
 
     def account_info(self) -> AccountInfo:
+        """This account's JetStream usage and limits (memory, storage, streams, consumers, API calls)."""
         return AccountInfo.from_json(self.api.request("INFO"))
 
     # -- consumers --------------------------------------------------------------------------------------
@@ -235,6 +241,7 @@ class JetStream(KeyValueManager, ObjectStoreManager):
             raise
 
     def create_or_update_consumer(self, stream: str, config: ConsumerConfig) -> Consumer:
+        """Create the pull consumer, or update it to ``config`` when it exists."""
         return Consumer(self, self._consumer_request(stream, config, ""))
 
     # -- push consumers -------------------------------------------------------------------------------------
@@ -245,10 +252,12 @@ class JetStream(KeyValueManager, ObjectStoreManager):
         return PushConsumer(self, self._consumer_request(stream, config, "create"))
 
     def update_push_consumer(self, stream: str, config: ConsumerConfig) -> PushConsumer:
+        """Update an existing push consumer to ``config``; ConsumerNotFoundError when there is none."""
         check_push_config(config)
         return PushConsumer(self, self._update_consumer(stream, config))
 
     def create_or_update_push_consumer(self, stream: str, config: ConsumerConfig) -> PushConsumer:
+        """Create the push consumer, or update it to ``config`` when it exists."""
         check_push_config(config)
         return PushConsumer(self, self._consumer_request(stream, config, ""))
 
@@ -283,11 +292,13 @@ class JetStream(KeyValueManager, ObjectStoreManager):
         return OrderedConsumer(self, stream, OrderedConsumerConfig() if config is None else config)
 
     def consumer_info(self, stream: str, name: str) -> ConsumerInfo:
+        """The consumer's info, asked now; ConsumerNotFoundError when there is no such consumer."""
         check_name("stream", stream)
         check_name("name", name)
         return ConsumerInfo.from_json(self.api.request(f"CONSUMER.INFO.{stream}.{name}"))
 
     def delete_consumer(self, stream: str, name: str) -> None:
+        """Delete the consumer; ConsumerNotFoundError when there is no such consumer."""
         check_name("stream", stream)
         check_name("name", name)
         self.api.request(f"CONSUMER.DELETE.{stream}.{name}")
@@ -341,11 +352,13 @@ class JetStream(KeyValueManager, ObjectStoreManager):
         return ConsumerPauseState.from_json(self.api.request(f"CONSUMER.PAUSE.{stream}.{name}", body))
 
     def consumers(self, stream: str) -> Iterator[ConsumerInfo]:
+        """Every consumer's info on ``stream``, fetched page by page."""
         check_name("stream", stream)
         for item in self.api.paged(f"CONSUMER.LIST.{stream}", "consumers", {}):
             yield ConsumerInfo.from_json(item)
 
     def consumer_names(self, stream: str) -> Iterator[str]:
+        """Every consumer's name on ``stream``, fetched page by page."""
         check_name("stream", stream)
         yield from self.api.paged(f"CONSUMER.NAMES.{stream}", "consumers", {})
 

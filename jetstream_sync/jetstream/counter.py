@@ -39,6 +39,7 @@ class Counter:
 
     @property
     def name(self) -> str:
+        """The name of the counter stream."""
         return self.stream.name
 
     def __repr__(self) -> str:

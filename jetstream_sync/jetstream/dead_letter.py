@@ -129,6 +129,7 @@ class DeadLetters:
 
     @property
     def running(self) -> bool:
+        """The mover is moving: started and neither stopped nor ended by an error."""
         if self._consume is not None:
             return not self._consume.closed.is_set()
         return self._thread is not None and self._thread.is_alive()

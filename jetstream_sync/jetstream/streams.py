@@ -32,6 +32,7 @@ class Stream:
         return f"<Stream {self.name!r}>"
 
     def info(self) -> StreamInfo:
+        """The stream's info, asked now (also kept as ``cached_info``)."""
         self.cached_info = self.jetstream.stream_info(self.name)
         return self.cached_info
 
@@ -122,29 +123,37 @@ class Stream:
 
     # -- consumers --------------------------------------------------------------------------------------
     def create_consumer(self, config: ConsumerConfig) -> Consumer:
+        """Create a pull consumer on this stream (see :meth:`JetStream.create_consumer`)."""
         return self.jetstream.create_consumer(self.name, config)
 
     def update_consumer(self, config: ConsumerConfig) -> Consumer:
+        """Update a pull consumer of this stream (see :meth:`JetStream.update_consumer`)."""
         return self.jetstream.update_consumer(self.name, config)
 
     def create_or_update_consumer(self, config: ConsumerConfig) -> Consumer:
+        """Create a pull consumer on this stream, or update it when it exists."""
         return self.jetstream.create_or_update_consumer(self.name, config)
 
     def create_push_consumer(self, config: ConsumerConfig) -> PushConsumer:
+        """Create a push consumer on this stream (see :meth:`JetStream.create_push_consumer`)."""
         return self.jetstream.create_push_consumer(self.name, config)
 
     def update_push_consumer(self, config: ConsumerConfig) -> PushConsumer:
+        """Update a push consumer of this stream."""
         return self.jetstream.update_push_consumer(self.name, config)
 
     def create_or_update_push_consumer(self, config: ConsumerConfig) -> PushConsumer:
+        """Create a push consumer on this stream, or update it when it exists."""
         return self.jetstream.create_or_update_push_consumer(self.name, config)
 
     def push_consumer(self, name: str) -> PushConsumer:
+        """A handle on an existing push consumer of this stream."""
         return self.jetstream.push_consumer(self.name, name)
 
     def ordered_push_consumer(
         self, config: OrderedConsumerConfig | None = None, *, idle_heartbeat: float = 5.0
     ) -> OrderedPushConsumer:
+        """An ordered push consumer on this stream (see :meth:`JetStream.ordered_push_consumer`)."""
         return self.jetstream.ordered_push_consumer(self.name, config, idle_heartbeat=idle_heartbeat)
 
     def ordered_consumer(self, config: OrderedConsumerConfig | None = None) -> OrderedConsumer:
@@ -152,13 +161,17 @@ class Stream:
         return self.jetstream.ordered_consumer(self.name, config)
 
     def consumer(self, name: str) -> Consumer:
+        """A handle on an existing pull consumer of this stream; ConsumerNotFoundError when there is none."""
         return self.jetstream.consumer(self.name, name)
 
     def delete_consumer(self, name: str) -> None:
+        """Delete a consumer of this stream."""
         self.jetstream.delete_consumer(self.name, name)
 
     def consumers(self) -> Iterator[ConsumerInfo]:
+        """Every consumer's info on this stream, fetched page by page."""
         return self.jetstream.consumers(self.name)
 
     def consumer_names(self) -> Iterator[str]:
+        """Every consumer's name on this stream, fetched page by page."""
         return self.jetstream.consumer_names(self.name)

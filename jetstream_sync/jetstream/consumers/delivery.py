@@ -271,9 +271,11 @@ class MessagesIterator:
 
     @property
     def closed(self) -> bool:
+        """Stopped or drained: no new pulls are made (what is buffered may still be read)."""
         return self._source.closed
 
     def stats(self) -> ConsumeStats:
+        """A snapshot of this iterator's counters (pulls, deliveries, heartbeats missed, statuses, ...)."""
         return self._source.stats()
 
     def __repr__(self) -> str:
@@ -407,6 +409,7 @@ class ConsumeContext:
             raise errors.TimeoutError(f"consume {self._source.label} still running after {seconds:g}s")
 
     def stats(self) -> ConsumeStats:
+        """A snapshot of this consume's counters (pulls, deliveries, heartbeats missed, statuses, ...)."""
         return self._source.stats()
 
     def __repr__(self) -> str:

@@ -178,6 +178,7 @@ class PullPlan:
 
     @property
     def by_bytes(self) -> bool:
+        """Pulls are sized in bytes (``max_bytes`` set) rather than in messages."""
         return self.max_bytes > 0
 
 

@@ -59,6 +59,7 @@ class PushOptions:
     heartbeat_alarm: float | None = attrs.field(default=None, converter=_alarm)
 
     def limits(self) -> PushLimits:
+        """The buffer bounds and heartbeat alarm these options give the push engine."""
         return PushLimits(
             max_messages=self.pending_msgs_limit, max_bytes=self.pending_bytes_limit, alarm_after=self.heartbeat_alarm
         )
