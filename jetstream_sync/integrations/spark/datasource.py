@@ -2,7 +2,7 @@
 
 Spark runs these classes in its Python workers: ``reader()``/``writer()`` and the streaming reader's offset
 methods in a planning worker on the driver, ``read()``/``write()`` in executor workers (from a pickled copy).
-So nothing here holds a connection; workers get theirs from the per-process cache in ``_clients``.
+So nothing here holds a connection; workers get theirs from the per-process cache in ``integrations._clients``.
 """
 
 from __future__ import annotations

@@ -9,21 +9,25 @@ from __future__ import annotations
 
 import logging
 import math
-import os
-import ssl
 from collections.abc import Mapping
 from datetime import datetime, timezone
-from typing import Literal
+from typing import ClassVar, Literal
 
 import attrs
 
 from ... import errors
-from ..._runtime import redact_url
 from ..._validate import check_name, check_subject
-from ...client import Client, connect
 from ...models import parse_time
+from .._connection import ConnectionSettings, redacted
 
-__all__ = ["ConnectionOptions", "ReadOptions", "WriteOptions", "parse_read_options", "parse_write_options"]
+__all__ = [
+    "ConnectionOptions",
+    "ReadOptions",
+    "WriteOptions",
+    "parse_read_options",
+    "parse_write_options",
+    "redacted",
+]
 
 log = logging.getLogger("jetstream_sync.spark")
 
@@ -74,53 +78,22 @@ _LATEST_TIME = datetime(2262, 4, 11, tzinfo=timezone.utc)
 
 
 @attrs.frozen(kw_only=True)
-class ConnectionOptions:
-    """How executors connect. Hashable: it keys the per-process client cache. Secrets stay out of repr()."""
+class ConnectionOptions(ConnectionSettings):
+    """How executors connect: the integrations' ConnectionSettings, with Spark's default client name and its
+    camelCase option names in errors (``tlsCaFile: file ... does not exist on this machine``). Hashable: it
+    keys the per-process client cache; picklable: only it travels to the executors, never a client."""
 
-    servers: tuple[str, ...] = attrs.field(repr=lambda servers: repr(redacted(servers)))
-    name: str = "jetstream-sync-spark"
-    user: str | None = None
-    password: str | None = attrs.field(default=None, repr=False)
-    token: str | None = attrs.field(default=None, repr=False)
-    credentials: str | None = None
-    nkey_seed_file: str | None = None
-    tls_ca_file: str | None = None
-    tls_cert_file: str | None = None
-    tls_key_file: str | None = None
-    tls_hostname: str | None = None
-    connect_timeout: float = 5.0
-    timeout: float = 10.0
+    option_names: ClassVar[Mapping[str, str]] = {
+        "servers": "servers",
+        "nkey_seed_file": "nkeySeedFile",
+        "tls_ca_file": "tlsCaFile",
+        "tls_cert_file": "tlsCertFile",
+        "tls_key_file": "tlsKeyFile",
+        "tls_hostname": "tlsHostname",
+        "connect_timeout": "connectTimeout",
+    }
 
-    def tls_context(self) -> ssl.SSLContext | None:
-        """Built where the connection is made: an SSLContext does not pickle, file paths do."""
-        if self.tls_ca_file is None and self.tls_cert_file is None:
-            return None
-        for option, path in (
-            ("tlsCaFile", self.tls_ca_file),
-            ("tlsCertFile", self.tls_cert_file),
-            ("tlsKeyFile", self.tls_key_file),
-        ):
-            if path is not None and not os.path.isfile(path):
-                raise errors.InvalidArgumentError(option, f"file {path!r} does not exist on this machine")
-        context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=self.tls_ca_file)
-        if self.tls_cert_file is not None:
-            context.load_cert_chain(self.tls_cert_file, self.tls_key_file)
-        return context
-
-    def connect(self) -> Client:
-        return connect(
-            list(self.servers),
-            name=self.name,
-            user=self.user,
-            password=self.password,
-            token=self.token,
-            credentials=self.credentials,
-            nkey_seed_file=self.nkey_seed_file,
-            tls=self.tls_context(),
-            tls_hostname=self.tls_hostname,
-            connect_timeout=self.connect_timeout,
-            timeout=self.timeout,
-        )
+    name: str | None = "jetstream-sync-spark"
 
 
 @attrs.frozen(kw_only=True)
@@ -152,11 +125,6 @@ class WriteOptions:
     idempotent: bool = True
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
     publish_timeout: float = 10.0
-
-
-def redacted(servers: tuple[str, ...]) -> str:
-    """The server URLs for messages and logs, without user:password@ or token@."""
-    return ", ".join(redact_url(url) for url in servers)
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:

@@ -20,7 +20,7 @@ import pyarrow as pa
 from ... import errors
 from ...jetstream.direct import RawStoredMsg, direct_get_batch_raw
 from ...models import AckPolicy, ConsumerConfig, DeliverPolicy
-from ._clients import client_for
+from .._clients import process_client
 from .options import ReadOptions, redacted
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ class DataLossError(errors.JetStreamError):
 
 def open_stream(options: ReadOptions) -> Stream:
     """A handle on the stream with fresh info, through this process's cached client."""
-    client = client_for(options.connection)
+    client = process_client(options.connection)
     try:
         return client.jetstream().stream(options.stream)
     except errors.StreamNotFoundError as exc:

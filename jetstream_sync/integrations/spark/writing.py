@@ -23,7 +23,7 @@ import pyarrow as pa
 from ... import errors
 from ...jetstream import JetStream
 from ...models import PubAck
-from ._clients import client_for
+from .._clients import process_client
 from .options import WriteOptions
 
 __all__ = ["ColumnPlan", "PublishStats", "plan_columns", "publish_batches"]
@@ -118,7 +118,7 @@ def publish_batches(
     ``id_prefix`` makes the default message id ``{id_prefix}:{row}`` for rows without an id column; None (with
     ``idempotent=false``) publishes without ids.
     """
-    client = client_for(options.connection)
+    client = process_client(options.connection)
     js = client.jetstream(timeout=options.publish_timeout)
     stats = PublishStats()
     in_flight: deque[tuple[concurrent.futures.Future[PubAck], tuple[Any, ...]]] = deque()

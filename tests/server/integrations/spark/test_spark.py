@@ -31,7 +31,7 @@ from pyspark.sql.types import BinaryType
 
 import jetstream_sync
 from jetstream_sync import ConsumerConfig, StreamConfig, errors
-from jetstream_sync.integrations.spark._clients import close_clients
+from jetstream_sync.integrations._clients import close_process_clients
 from jetstream_sync.integrations.spark.reading import plan_ranges, read_range
 from jetstream_sync.spark import (
     READ_SCHEMA,
@@ -61,7 +61,7 @@ def _close_cached_clients() -> Iterator[None]:
     """Reads in this (driver) process cache one client per connection, as executors do: end them with this
     module, so the tests after it that count the library's threads start from none."""
     yield
-    close_clients()
+    close_process_clients()
 
 
 @pytest.fixture(scope="session")
@@ -660,7 +660,7 @@ def test_clients_are_cached_per_process_and_a_forked_child_gets_its_own(nats_ser
     code = f"""
 import os
 from jetstream_sync.integrations.spark.options import ConnectionOptions
-from jetstream_sync.integrations.spark._clients import client_for
+from jetstream_sync.integrations._clients import process_client as client_for
 options = ConnectionOptions(servers=({nats_server.url!r},))
 parent = client_for(options)
 assert client_for(options) is parent
