@@ -1,0 +1,82 @@
+"""The Django integration end to end: settings checked, a view using the cache and publishing, and the
+``jetstream_consume`` command fulfilling the orders in another process until SIGTERM drains it.
+
+python examples/django_project/demo.py                          # starts an embedded nats-server
+python examples/django_project/demo.py nats://127.0.0.1:4222    # or use your own server (JetStream enabled)
+
+Or run the pieces yourself: NATS_URL=... python examples/django_project/manage.py runserver, and
+NATS_URL=... python examples/django_project/manage.py jetstream_consume ORDERS fulfilment --handler shop.handlers.fulfil
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ITEMS = ["book", "lamp", "flaky", "chair"]
+
+
+def run(url: str) -> None:
+    os.environ["NATS_URL"] = url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "shop.settings")
+    sys.path.insert(0, str(HERE))
+    import django
+
+    django.setup()
+    from django.core.cache import cache
+    from django.core.management import call_command
+    from django.test import Client
+
+    from jetstream_sync import AckPolicy, ConsumerConfig, StreamConfig
+    from jetstream_sync.integrations.django import close_clients, get_jetstream
+
+    call_command("check")
+    js = get_jetstream()
+    js.create_or_update_stream(StreamConfig(name="ORDERS", subjects=["orders.>"]))
+    js.create_or_update_consumer("ORDERS", ConsumerConfig(durable_name="fulfilment", ack_policy=AckPolicy.EXPLICIT))
+    cache.delete("orders:count")
+
+    browser = Client()
+    for item in ITEMS:
+        print("GET", f"/order/{item}/", "->", browser.get(f"/order/{item}/").json())
+    print("orders counted in the cache:", cache.get("orders:count"))
+
+    command = ["jetstream_consume", "ORDERS", "fulfilment", "--handler", "shop.handlers.fulfil", "--workers", "2"]
+    worker = subprocess.Popen(
+        [sys.executable, str(HERE / "manage.py"), *command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    info = js.consumer_info("ORDERS", "fulfilment")
+    while info.ack_floor.stream_seq < len(ITEMS) and time.monotonic() < deadline:
+        time.sleep(0.1)  # the demo polls the consumer until every order is acked (the flaky one twice delivered)
+        info = js.consumer_info("ORDERS", "fulfilment")
+    worker.send_signal(signal.SIGTERM)
+    output, _ = worker.communicate(timeout=60)
+    print(output.rstrip())
+    print(f"worker exited {worker.returncode}; orders acked: {info.ack_floor.stream_seq} of {len(ITEMS)}")
+    close_clients()  # before the embedded server stops (a process's client is otherwise closed at exit)
+
+
+def main() -> None:
+    if len(sys.argv) > 1:
+        run(sys.argv[1])
+        return
+    from jetstream_sync.testing import EmbeddedServer
+
+    with contextlib.ExitStack() as stack:
+        server = stack.enter_context(EmbeddedServer())
+        print(f"started an embedded nats-server at {server.url}")
+        run(server.url)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""``manage.py jetstream_consume``."""

@@ -1,0 +1,104 @@
+"""Django for the tests of the Django app: settings configured once per pytest process, and Django's own cache
+tests (``tests/cache/`` of the installed Django's source distribution) for the cache backend to pass.
+
+Django's test suite is not installed with Django and is not copied into this repository: :func:`django_cache_tests`
+takes ``tests/cache/`` from the sdist of the installed version, fetched once with pip (the ordinary client of
+the package index) into ``~/.cache/jetstream-sync/`` (or ``$XDG_CACHE_HOME``), or from ``$DJANGO_TESTS_DIR``
+(a Django checkout's ``tests`` directory). Without either, the suite module is skipped, saying why.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+import django
+from django.conf import settings
+
+#: the bucket the tests' caches use
+BUCKET = "django_cache_tests"
+#: Django's test app holding tests/cache (its Poll model needs it installed)
+DJANGO_CACHE_APP = "cache"
+_FILES = ("__init__.py", "models.py", "tests.py", "closeable_cache.py", "liberal_backend.py", "failing_cache.py")
+
+
+def _cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "jetstream-sync" / f"django-{django.__version__}-tests"
+
+
+def _fetch(root: Path) -> str | None:
+    """Put tests/cache of this Django version's sdist under ``root``; the reason when it cannot."""
+    version = django.__version__
+    with tempfile.TemporaryDirectory() as tmp:
+        command = [sys.executable, "-m", "pip", "download", f"django=={version}", "--no-deps", "--no-binary", ":all:"]
+        try:
+            done = subprocess.run([*command, "-d", tmp], capture_output=True, text=True, timeout=300)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"pip download of Django {version}'s sdist failed: {exc}"
+        archives = list(Path(tmp).glob("*.tar.gz"))
+        if done.returncode != 0 or not archives:
+            return f"pip download of Django {version}'s sdist failed: {done.stderr.strip()[-300:]}"
+        staging = Path(tmp) / "staging"
+        (staging / DJANGO_CACHE_APP).mkdir(parents=True)
+        with tarfile.open(archives[0]) as archive:
+            top = archive.getnames()[0].split("/")[0]
+            for name in (*(f"tests/cache/{f}" for f in _FILES), "LICENSE"):
+                member = archive.extractfile(f"{top}/{name}")
+                if member is None:
+                    return f"{archives[0].name} has no {name}"
+                target = staging / (DJANGO_CACHE_APP + "/" + name.rsplit("/", 1)[-1] if "/" in name else name)
+                target.write_bytes(member.read())
+        (staging / "SOURCE").write_text(f"tests/cache/ and LICENSE of {archives[0].name} (BSD-3-Clause), unmodified\n")
+        root.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            staging.rename(root)  # atomic: a concurrent run sees all of it or none
+        except OSError:
+            if not (root / DJANGO_CACHE_APP / "tests.py").exists():
+                shutil.rmtree(root, ignore_errors=True)
+                return f"could not place Django's cache tests in {root}"
+    return None
+
+
+def django_cache_tests() -> tuple[Path | None, str]:
+    """The directory holding Django's ``cache`` test package, or None and the reason."""
+    given = os.environ.get("DJANGO_TESTS_DIR")
+    if given:
+        path = Path(given)
+        if (path / DJANGO_CACHE_APP / "tests.py").exists():
+            return path, ""
+        return None, f"DJANGO_TESTS_DIR={given} has no cache/tests.py"
+    root = _cache_root()
+    if not (root / DJANGO_CACHE_APP / "tests.py").exists():
+        problem = _fetch(root)
+        if problem is not None:
+            return None, problem
+    return root, ""
+
+
+CACHE_TESTS_DIR, CACHE_TESTS_MISSING = django_cache_tests()
+
+
+def configure() -> None:
+    """Configure Django once for this process (the tests of the app and of the cache share it)."""
+    if settings.configured:
+        return
+    apps = ["django.contrib.contenttypes", "jetstream_sync.integrations.django"]
+    if CACHE_TESTS_DIR is not None:
+        sys.path.append(str(CACHE_TESTS_DIR))
+        apps.append(DJANGO_CACHE_APP)
+    settings.configure(
+        INSTALLED_APPS=apps,
+        DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}},
+        JETSTREAM={"SERVERS": ["nats://127.0.0.1:4222"]},  # the embedded server's URL replaces it (conftest)
+        CACHES={"default": {"BACKEND": "jetstream_sync.integrations.django.cache.KeyValueCache", "LOCATION": BUCKET}},
+        USE_TZ=True,
+        SECRET_KEY="tests",
+        DEFAULT_AUTO_FIELD="django.db.models.AutoField",
+    )
+    django.setup()

@@ -1,0 +1,23 @@
+"""examples/django_project/demo.py as a user runs it: one command, an embedded server, a clean exit."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.helpers import REPO_ROOT
+
+
+def test_the_django_example_runs_end_to_end():
+    result = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "examples" / "django_project" / "demo.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "System check identified no issues" in result.stdout
+    assert "orders counted in the cache: 4" in result.stdout
+    assert "fulfilled order 3 (flaky), delivery 2" in result.stdout
+    assert "worker exited 0; orders acked: 4 of 4" in result.stdout
