@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .. import errors
 from .._protocol import Command, encode_pub
+from .._telemetry import note_reconnected
 from .._validate import check_control_line, to_seconds
 from ._buffer import MessageBuffer
 from ._fork import ForkGuard
@@ -256,6 +257,7 @@ class Runtime:
         self._nc.open_gate()  # after nats-py replayed the subscriptions and flushed: nothing can be passed now
         self.max_payload = self._nc.payload_limit  # another server may allow another size
         log.info("reconnected to %s", self.connected_url)
+        note_reconnected()
         for listener in list(self._listeners):
             try:
                 listener.on_reconnected()

@@ -13,7 +13,7 @@ from typing import Any
 
 import tenacity
 
-from .. import errors
+from .. import _telemetry, errors
 from .._protocol import api_payload, api_response, reply_encoder
 from .._runtime import RawReply, Runtime
 from .._validate import check_timeout, prepare_message
@@ -69,6 +69,14 @@ class JetStreamAPI:
         creates and updates that name what they make) is retried by :attr:`retry` when it meets an election
         (ClusterUnavailableError, or no answer), every attempt and pause inside ``timeout``. Others are sent once.
         """
+        telemetry = _telemetry.ACTIVE
+        if telemetry is not None:
+            return telemetry.request(suffix, lambda: self._request(suffix, body, timeout, idempotent))
+        return self._request(suffix, body, timeout, idempotent)
+
+    def _request(
+        self, suffix: str, body: dict[str, Any] | None, timeout: float | None, idempotent: bool | None
+    ) -> dict[str, Any]:
         subject = self.subject(suffix)
         if not (is_idempotent_api(suffix) if idempotent is None else idempotent):
             return api_response(self.request_raw(subject, body, timeout).data, subject)

@@ -12,7 +12,7 @@ from typing import Any
 import attrs
 import tenacity
 
-from .. import errors
+from .. import _telemetry, errors
 from .._protocol import Command, reply_encoder
 from .._runtime import RawReply
 from .._validate import (
@@ -384,7 +384,26 @@ class JetStream(KeyValueManager, ObjectStoreManager):
         self._runtime.check_usable()
         seconds = check_timeout(timeout, self.timeout)
         opts = _publish_options(options, checks, subject, self.client)
-        encode = reply_encoder(*prepare_message(subject, data, headers, self._runtime.max_payload, opts.headers()))
+        telemetry = _telemetry.ACTIVE
+        if telemetry is not None:
+            return telemetry.publish(
+                subject,
+                _size(data),
+                opts.msg_id,
+                lambda trace: self._publish(subject, data, headers, opts, seconds, [*opts.headers(), *trace]),
+            )
+        return self._publish(subject, data, headers, opts, seconds, opts.headers())
+
+    def _publish(
+        self,
+        subject: str,
+        data: bytes,
+        headers: HeadersInput | None,
+        opts: PublishOptions,
+        seconds: float,
+        extra: list[tuple[bytes, bytes]],
+    ) -> PubAck:
+        encode = reply_encoder(*prepare_message(subject, data, headers, self._runtime.max_payload, extra))
         what = f"publish to {subject!r}"
         if opts.msg_id is not None:
             return parse_pub_ack(self._publish_deduplicated(encode, seconds, what, subject).data)
@@ -481,9 +500,20 @@ class JetStream(KeyValueManager, ObjectStoreManager):
         times over about 0.35 s before the future fails with NoRespondersError.
         """
         self._runtime.check_usable()
-        extra = _publish_options(options, checks, subject, self.client).headers()
+        opts = _publish_options(options, checks, subject, self.client)
+        telemetry = _telemetry.ACTIVE
+        if telemetry is not None:
+            return telemetry.publish_async(
+                subject,
+                _size(data),
+                opts.msg_id,
+                lambda trace: self._publisher.submit(
+                    prepare_message(subject, data, headers, self._runtime.max_payload, [*opts.headers(), *trace]),
+                    timeout,
+                ),
+            )
         return self._publisher.submit(
-            prepare_message(subject, data, headers, self._runtime.max_payload, extra), timeout
+            prepare_message(subject, data, headers, self._runtime.max_payload, opts.headers()), timeout
         )
 
     def atomic_batch(self, *, batch_id: str | None = None, timeout: float | timedelta | None = None) -> AtomicBatch:
@@ -624,6 +654,11 @@ class JetStream(KeyValueManager, ObjectStoreManager):
         ``consumer`` and ``kinds`` (:class:`AdvisoryKind` members or their values); use it as a context manager
         and iterate (see :class:`Advisories`)."""
         return open_advisories(self, stream=stream, consumer=consumer, kinds=kinds)
+
+
+def _size(data: object) -> int:
+    """The payload size a span reports (a payload of the wrong type is refused later, by prepare_message)."""
+    return len(data) if isinstance(data, (bytes, bytearray, memoryview)) else 0
 
 
 def _publish_options(

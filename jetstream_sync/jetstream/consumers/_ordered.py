@@ -23,6 +23,7 @@ import attrs
 from ... import errors
 from ..._protocol import ACK_PREFIX, ack_position
 from ..._runtime import BufferFinished, Runtime
+from ..._telemetry import note_heartbeat_missed
 from ...message import Msg
 from ...models import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy
 from ._pull import ContinuousPull, FetchPull, PullTarget
@@ -473,6 +474,7 @@ class OrderedPull(ContinuousPull):
 
     def _on_missed_heartbeat(self) -> None:
         self.heartbeats_missed += 1
+        note_heartbeat_missed(self.label)
         self._reset(f"nothing from the server for {2 * self.options.idle_heartbeat:g}s", "missed heartbeat")
 
     def on_reconnected(self) -> None:

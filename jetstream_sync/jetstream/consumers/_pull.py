@@ -25,6 +25,7 @@ import attrs
 from ... import errors
 from ..._protocol import ACK_PREFIX, api_response, encode_pub, pending_counts, pull_request, status_of
 from ..._runtime import BufferFinished, MessageBuffer, NatsSubscription, Runtime
+from ..._telemetry import note_heartbeat_missed
 from ...message import Msg
 from ._heartbeat import HeartbeatMonitor
 from ._status import StatusKind, classify
@@ -586,6 +587,7 @@ class ContinuousPull(_PullEngine):
     def _on_missed_heartbeat(self) -> None:
         """IO thread, confirmed by the monitor: report, forget the lost pulls and pull again."""
         self.heartbeats_missed += 1
+        note_heartbeat_missed(self.label)
         self._report(
             errors.MissedHeartbeatError(
                 f"consume {self.label}: nothing from the server for {2 * self.options.idle_heartbeat:g}s "

@@ -24,6 +24,7 @@ import attrs
 from ... import errors
 from ..._protocol import ACK_PREFIX, ack_position, encode_pub
 from ..._runtime import BufferFinished, MessageBuffer, NatsSubscription, Runtime
+from ..._telemetry import note_heartbeat_missed
 from ...headers import parse_header_block
 from ...message import Msg
 from ...models import ConsumerInfo
@@ -319,6 +320,7 @@ class PushEngine:
 
     def _on_missed_heartbeat(self) -> None:
         self.heartbeats_missed += 1
+        note_heartbeat_missed(self.label)
         self._report(
             errors.MissedHeartbeatError(
                 f"push consumer {self.label}: nothing from the server for {self.heartbeat.alarm_after:g}s "
@@ -471,6 +473,7 @@ class OrderedPush(PushEngine):
 
     def _on_missed_heartbeat(self) -> None:
         self.heartbeats_missed += 1
+        note_heartbeat_missed(self.label)
         self._reset(f"nothing from the server for {self.heartbeat.alarm_after:g}s", "missed heartbeat")
 
     def on_reconnected(self) -> None:

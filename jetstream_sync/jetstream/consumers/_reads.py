@@ -20,7 +20,7 @@ from collections.abc import Callable, Hashable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ... import errors
+from ... import _telemetry, errors
 from ..._runtime import Runtime
 from ..._validate import check_int, options_from
 from ...message import Msg
@@ -123,6 +123,9 @@ def start_consume(
     check_int("workers", workers, minimum=1)
     if ordered_by is not None:
         check_callable("ordered_by", ordered_by)
+    telemetry = _telemetry.ACTIVE
+    if telemetry is not None:
+        handler = telemetry.handler(handler)  # each message processed inside a span (the otel extra)
     source = source_for()
     context = ConsumeContext(source, handler, progress, workers=workers, ordered_by=ordered_by)
     if start_source is not None:
