@@ -90,3 +90,34 @@ def pull(client, stream: str, consumer: str, batch: int, expires: float = 1.0) -
         got.append(msg)
     sub.unsubscribe()
     return got
+
+
+def run_in_fork(child: Callable[[], bool], timeout: float = 20.0) -> int:
+    """Run ``child()`` in a forked child process and return its exit code: 0 when it returned True, 1 when
+    False, 2 when it raised. The child never returns into pytest (``os._exit``), whatever happens; a child
+    still running after ``timeout`` is killed and the test fails."""
+    import os
+    import signal
+
+    pid = os.fork()
+    if pid == 0:
+        status = 2
+        try:
+            status = 0 if child() else 1
+        finally:
+            os._exit(status)
+    exited: list[int] = []
+
+    def child_exited() -> bool:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            exited.append(os.waitstatus_to_exitcode(status))
+        return bool(done)
+
+    try:
+        wait_until(child_exited, timeout=timeout)
+    finally:
+        if not exited:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+    return exited[0]

@@ -59,3 +59,12 @@ def test_file_drop_puts_a_large_file_and_gets_it_back_verified():
     assert "verified: the downloaded file is identical to the original" in result.stdout
     assert "streamed read: sha256 matches" in result.stdout
     assert "objects: builds/1.4.2/app.tar, builds/latest/app.tar" in result.stdout
+
+
+def test_flask_app_takes_orders_over_http_and_its_worker_fulfils_them_and_stops_cleanly():
+    result = run_example("flask_app/run.py")
+    assert result.returncode == 0, result.stderr
+    assert "posted orders [1, 2, 3]: ['pending', 'pending', 'pending']" in result.stdout
+    assert "fulfilled: ['worker for tea', 'worker for cake', 'worker for scones']" in result.stdout
+    assert "worker stopped with exit code 0" in result.stdout
+    assert "Traceback" not in result.stderr

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import threading
@@ -13,7 +12,7 @@ import pytest
 from jetstream_sync import Client, errors
 from jetstream_sync.integrations._clients import close_process_clients, process_client
 from jetstream_sync.integrations._connection import ConnectionSettings
-from tests.helpers import wait_until
+from tests.helpers import run_in_fork, wait_until
 
 
 @pytest.fixture(autouse=True)
@@ -82,37 +81,19 @@ def test_a_connect_failure_reaches_the_caller_and_the_next_call_tries_again(unus
 def test_a_forked_child_makes_its_own_client_and_the_parent_keeps_its_one(settings, js, stream):
     parent = process_client(settings)
     parent.jetstream().publish(f"{stream.name}.parent", b"before the fork")
-    pid = os.fork()
-    if pid == 0:  # the child: never return into pytest, whatever happens
-        status = 1
+
+    def child() -> bool:
         try:
-            try:
-                parent.jetstream().publish(f"{stream.name}.x", b"through the parent's client")
-                status = 3  # the inherited client must refuse
-            except errors.ForkedClientError:
-                child = process_client(settings)
-                ack = child.jetstream().publish(f"{stream.name}.child", b"from the child")
-                status = 0 if child is not parent and ack.stream == stream.name else 4
-                close_process_clients()
-        except BaseException:
-            status = 2
-        finally:
-            os._exit(status)
-    waited: list[int] = []
+            parent.jetstream().publish(f"{stream.name}.x", b"through the parent's client")
+            return False  # the inherited client must refuse
+        except errors.ForkedClientError:
+            pass
+        own = process_client(settings)
+        ack = own.jetstream().publish(f"{stream.name}.child", b"from the child")
+        close_process_clients()
+        return own is not parent and ack.stream == stream.name
 
-    def child_exited() -> bool:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            waited.append(os.waitstatus_to_exitcode(status))
-        return bool(done)
-
-    try:
-        wait_until(child_exited, timeout=20)
-    finally:
-        if not waited:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-    assert waited == [0]
+    assert run_in_fork(child) == 0
     assert process_client(settings) is parent and parent.is_connected
     ack = parent.jetstream().publish(f"{stream.name}.parent", b"after the fork")
     assert ack.seq == 3
