@@ -4,6 +4,7 @@ full bucket, and a value read back through nats-py."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import pickle
 import threading
@@ -224,3 +225,15 @@ def test_a_value_written_by_another_client_reads_as_a_miss(js, cache, caplog):
     assert "not written by this backend" in caplog.text
     with pytest.raises(errors.KeyValueError):
         cache.bucket.get("no key!")
+
+
+def test_the_async_api_runs_the_same_operations(cache):
+    async def use() -> tuple[Any, ...]:
+        await cache.aset("a", 1, timeout=60)
+        added = await cache.aadd("a", 2)
+        incremented = await cache.aincr("a", 4)
+        many = await cache.aget_many(["a", "missing"])
+        deleted = await cache.adelete("a")
+        return added, incremented, many, deleted, await cache.aget("a", "default")
+
+    assert asyncio.run(use()) == (False, 5, {"a": 5}, True, "default")
