@@ -239,7 +239,13 @@ class KeyValueCache(BaseCache):  # type: ignore[misc]
             raise ImproperlyConfigured(f"KeyValueCache {location!r}: {exc}") from exc
         self._marker_ttl = self._config.limit_marker_ttl
         self._create = bool(_option(options, "CREATE", True))
-        self._protocol = int(_option(options, "PICKLE_PROTOCOL", pickle.HIGHEST_PROTOCOL))
+        protocol = _option(options, "PICKLE_PROTOCOL", pickle.HIGHEST_PROTOCOL)
+        if isinstance(protocol, bool) or not isinstance(protocol, int) or not 0 <= protocol <= pickle.HIGHEST_PROTOCOL:
+            raise ImproperlyConfigured(
+                f"KeyValueCache {location!r}: OPTIONS['PICKLE_PROTOCOL'] must be 0-{pickle.HIGHEST_PROTOCOL}, "
+                f"got {protocol!r}"
+            )
+        self._protocol = protocol
 
     @property
     def bucket(self) -> KeyValue:

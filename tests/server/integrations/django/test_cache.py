@@ -71,6 +71,9 @@ def test_options_are_checked_when_the_cache_is_made(name):
         make_cache(name, STORAGE="disk")
     with pytest.raises(ImproperlyConfigured, match="limit_marker_ttl"):
         make_cache(name, MARKER_TTL=0.5)
+    with pytest.raises(ImproperlyConfigured, match="PICKLE_PROTOCOL"):
+        make_cache(name, PICKLE_PROTOCOL="5")
+    assert make_cache(name, PICKLE_PROTOCOL=2)._protocol == 2
 
 
 def test_timeouts_become_the_entrys_ttl_and_the_stored_expiry(js, cache):
