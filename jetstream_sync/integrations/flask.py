@@ -10,12 +10,13 @@ Install with ``pip install 'jetstream-sync[flask]'``::
         app = Flask(__name__)
         app.config["JETSTREAM_SERVERS"] = "nats://127.0.0.1:4222"
         jetstream.init_app(app)                              # checks the settings; connects nothing
-        return app
 
-    @app.post("/orders")
-    def new_order():
-        ack = jetstream.js.publish("orders.new", request.get_data())
-        return {"seq": ack.seq}
+        @app.post("/orders")
+        def new_order():
+            ack = jetstream.js.publish("orders.new", request.get_data())
+            return {"seq": ack.seq}
+
+        return app
 
 Settings are the keys of :data:`jetstream_sync.integrations.SETTING_KEYS` with the prefix ``JETSTREAM_``:
 ``JETSTREAM_SERVERS`` (required: a URL, a comma-separated string or a list), ``JETSTREAM_NAME`` (default:
