@@ -253,9 +253,9 @@ def consume_command(
     The handler gets the message (jetstream_sync.Msg) inside the app's context. A message it leaves
     unacknowledged is acked when it returns and nak'ed when it raises (logged; redelivered, after
     --nak-delay). SIGTERM or SIGINT drains: no more pulls, the buffered messages are handled, acks are
-    flushed to the server, exit 0. Logs go to stderr at INFO unless the app configured logging. A second
-    signal stops at once (the messages in hand finish; buffered ones
-    are redelivered later). The consumer must exist; this command creates nothing.
+    flushed to the server, exit 0; a drain longer than --drain-timeout exits 1 (what is left is redelivered).
+    Logs go to stderr at INFO unless the app configured logging. A second signal stops at once (the messages
+    in hand finish; buffered ones are redelivered later). The consumer must exist; this command creates nothing.
     """
     handler = import_handler(handler_path)
     if not logging.getLogger().handlers:  # a worker's log is its output; an app that set up logging keeps its own
@@ -300,10 +300,19 @@ def consume_command(
         context.drain()
         deadline = time.monotonic() + drain_timeout
         while not context.closed.wait(0.1):  # short slices: a second signal stops at once
-            if len(signals) > 1 or time.monotonic() > deadline:
-                log.warning("consume %s/%s: stopping without draining the rest", stream, consumer)
+            if len(signals) > 1:
+                log.warning("consume %s/%s: second signal, stopping without draining the rest", stream, consumer)
                 context.stop()
                 context.closed.wait(drain_timeout)
                 break
+            if time.monotonic() > deadline:
+                context.stop()
+                client.flush(timeout=drain_timeout)  # what was acked so far
+                client.close(timeout=1.0)  # a handler still running is left behind; the process is leaving
+                raise click.ClickException(
+                    f"{stream}/{consumer} not drained within {drain_timeout:g} s; the rest will be redelivered"
+                )
+        if context.error is not None:  # the handler raised SystemExit or KeyboardInterrupt while draining
+            raise click.ClickException(f"the consume of {stream}/{consumer} ended: {context.error!r}")
     client.flush(timeout=drain_timeout)  # the acks reach the server before the process exits
     click.echo(f"drained {stream}/{consumer}; exiting", err=True)

@@ -6,6 +6,7 @@ Settings come from ``create_app(config)`` in-process, or from ``FLASK_JETSTREAM_
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 
 from flask import Flask, current_app, request
@@ -47,6 +48,9 @@ def forward(msg: Msg) -> None:
     jetstream.js.publish(msg.subject.replace(".in.", ".out.", 1), msg.data)
 
 
-def acks_itself(msg: Msg) -> None:
-    """A handler that acks on its own: the command must not ack it again."""
-    msg.ack_sync()
+_never = threading.Event()
+
+
+def stuck(msg: Msg) -> None:
+    """A handler that does not finish within the drain timeout of the test (and ends with the process)."""
+    _never.wait(60)

@@ -246,3 +246,22 @@ def test_the_consume_command_handles_acks_and_drains_on_a_signal(nats_server, js
     info = cons.info()
     assert (info.num_pending, info.num_ack_pending, info.ack_floor.stream_seq) == (0, 0, count)
     assert stream.get_last_msg(f"{stream.name}.out.last").data == b"fail-once"
+
+
+def test_a_drain_that_outlasts_its_timeout_exits_1_and_leaves_the_rest_for_redelivery(nats_server, js, stream):
+    cons = stream.create_or_update_consumer(ConsumerConfig(durable_name="slow", ack_policy=AckPolicy.EXPLICIT))
+    js.publish(f"{stream.name}.in.1", b"never finished")
+    process = run_flask(
+        nats_server, "jetstream", "consume", stream.name, "slow", "--handler", f"{APP}:stuck", "--drain-timeout", "0.5"
+    )
+    try:
+        wait_until(lambda: cons.info().num_ack_pending == 1, timeout=20, interval=0.05)  # the handler has it
+        process.send_signal(signal.SIGTERM)
+        _out, err = process.communicate(timeout=20)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 1, err
+    assert f"Error: {stream.name}/slow not drained within 0.5 s; the rest will be redelivered" in err
+    assert cons.info().num_ack_pending == 1  # not acked: the server redelivers it after ack_wait
