@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from flask import Flask
@@ -202,9 +202,11 @@ def test_a_missing_consumer_fails_with_one_line(app, stream):
     assert result.output.startswith(f"Error: cannot consume {stream.name}/NOPE: ") and "Traceback" not in result.output
 
 
-def run_flask(nats_server, *args: str) -> subprocess.Popen[str]:
+def signalled(nats_server, ready: Callable[[], bool], signum: int, *args: str) -> tuple[int, str]:
+    """Run ``python -m flask --app ... <args>`` against ``nats_server``, wait until ``ready()``, send ``signum``;
+    return the exit code and stderr. A command that exits early fails the wait; one that hangs is killed."""
     env = {**os.environ, "FLASK_JETSTREAM_SERVERS": nats_server.url, "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen(
+    process = subprocess.Popen(
         [sys.executable, "-m", "flask", "--app", f"{APP}:create_app", *args],
         cwd=REPO_ROOT,
         env=env,
@@ -212,6 +214,20 @@ def run_flask(nats_server, *args: str) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
     )
+    try:
+
+        def running_and_ready() -> bool:
+            assert process.poll() is None, process.communicate()
+            return ready()
+
+        wait_until(running_and_ready, timeout=20, interval=0.05)
+        process.send_signal(signum)
+        _out, err = process.communicate(timeout=20)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    return process.returncode, err
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
@@ -223,24 +239,18 @@ def test_the_consume_command_handles_acks_and_drains_on_a_signal(nats_server, js
     for i in range(count - 1):
         js.publish(f"{stream.name}.in.{i}", f"job {i}".encode())
     js.publish(f"{stream.name}.in.last", b"fail-once")
-    process = run_flask(
-        nats_server, "jetstream", "consume", stream.name, "worker", "--handler", f"{APP}:forward", "--workers", "2"
+
+    def all_handled() -> bool:
+        info = cons.info()
+        return info.num_pending == 0 and info.num_ack_pending == 0 and stream.info().state.messages == 2 * count
+
+    code, err = signalled(
+        nats_server,
+        all_handled,
+        signum,
+        *("jetstream", "consume", stream.name, "worker", "--handler", f"{APP}:forward", "--workers", "2"),
     )
-    try:
-
-        def all_handled() -> bool:
-            info = cons.info()
-            assert process.poll() is None, process.communicate()
-            return info.num_pending == 0 and info.num_ack_pending == 0 and stream.info().state.messages == 2 * count
-
-        wait_until(all_handled, timeout=20, interval=0.05)
-        process.send_signal(signum)
-        _out, err = process.communicate(timeout=20)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
-    assert process.returncode == 0, err
+    assert code == 0, err
     assert f"consuming {stream.name}/worker" in err and f"drained {stream.name}/worker" in err
     assert "failing once on purpose" in err  # the handler's exception was logged, the message nak'ed
     info = cons.info()
@@ -251,17 +261,12 @@ def test_the_consume_command_handles_acks_and_drains_on_a_signal(nats_server, js
 def test_a_drain_that_outlasts_its_timeout_exits_1_and_leaves_the_rest_for_redelivery(nats_server, js, stream):
     cons = stream.create_or_update_consumer(ConsumerConfig(durable_name="slow", ack_policy=AckPolicy.EXPLICIT))
     js.publish(f"{stream.name}.in.1", b"never finished")
-    process = run_flask(
-        nats_server, "jetstream", "consume", stream.name, "slow", "--handler", f"{APP}:stuck", "--drain-timeout", "0.5"
+    code, err = signalled(
+        nats_server,
+        lambda: cons.info().num_ack_pending == 1,  # the handler has it
+        signal.SIGTERM,
+        *("jetstream", "consume", stream.name, "slow", "--handler", f"{APP}:stuck", "--drain-timeout", "0.5"),
     )
-    try:
-        wait_until(lambda: cons.info().num_ack_pending == 1, timeout=20, interval=0.05)  # the handler has it
-        process.send_signal(signal.SIGTERM)
-        _out, err = process.communicate(timeout=20)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
-    assert process.returncode == 1, err
+    assert code == 1, err
     assert f"Error: {stream.name}/slow not drained within 0.5 s; the rest will be redelivered" in err
     assert cons.info().num_ack_pending == 1  # not acked: the server redelivers it after ack_wait
