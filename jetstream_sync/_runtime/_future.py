@@ -9,6 +9,7 @@ as_completed, cancel) goes through the property and gets the real thing, so sema
 
 from __future__ import annotations
 
+import os
 import threading
 from concurrent.futures import Future, InvalidStateError, _base
 from typing import Any, TypeVar
@@ -17,6 +18,18 @@ T = TypeVar("T")
 
 # Guards creating a Condition against settling without one: whoever comes first decides the path.
 _SETTLE = threading.Lock()
+
+
+def _fresh_lock_after_fork() -> None:
+    """In a forked child: a new lock. The parent's IO thread takes _SETTLE for every future it settles; a fork
+    at that moment would leave the child's copy held for ever, and the child's own client (a Celery or gunicorn
+    worker connecting after the fork) would hang on its first publish ack."""
+    global _SETTLE
+    _SETTLE = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_fresh_lock_after_fork)
 _LAZY = "_lazy_condition"
 _DONE = frozenset({_base.CANCELLED, _base.CANCELLED_AND_NOTIFIED, _base.FINISHED})
 
