@@ -68,3 +68,10 @@ def test_flask_app_takes_orders_over_http_and_its_worker_fulfils_them_and_stops_
     assert "fulfilled: ['worker for tea', 'worker for cake', 'worker for scones']" in result.stdout
     assert "worker stopped with exit code 0" in result.stdout
     assert "Traceback" not in result.stderr
+
+
+def test_celery_worker_publishes_and_bills_in_three_processes():
+    result = run_example("celery_worker/run.py")
+    assert result.returncode == 0, result.stderr
+    assert "recorded 30 orders and billed 30, in 3 worker processes" in result.stdout
+    assert "ForkedClientError" not in result.stderr and "Traceback" not in result.stderr
