@@ -19,6 +19,7 @@ app.conf.update(
     broker_transport_options={
         "data_folder_in": broker_dir,
         "data_folder_out": broker_dir,
+        "control_folder": os.path.join(broker_dir, "control"),  # kombu's default is ./control, in the cwd
         "polling_interval": 0.05,
     },
     task_ignore_result=True,
