@@ -127,9 +127,11 @@ def test_exceeding_max_waiting_is_a_warning(js, stream):
 
 def test_deleted_consumer_raises_from_iteration(js, stream, cons):
     batch = cons.fetch(5, expires=10)
-    threading.Timer(0.3, cons.delete).start()
+    deleting = threading.Timer(0.3, cons.delete)
+    deleting.start()
     with pytest.raises(errors.ConsumerDeletedError):
         list(batch)
+    deleting.join(10)  # the delete's reply too, before the fixture closes the client under it
     assert isinstance(batch.error, errors.ConsumerDeletedError)
 
 
