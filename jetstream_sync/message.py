@@ -41,9 +41,11 @@ class AckSender(Protocol):
 
     default_timeout: float
 
-    def send_ack(self, subject: str, payload: bytes) -> None: ...
+    def send_ack(self, subject: str, payload: bytes) -> None:
+        """Send an ack payload to ``subject`` without waiting (coalesced with other acks)."""
 
-    def request_ack(self, subject: str, payload: bytes, timeout: float) -> None: ...
+    def request_ack(self, subject: str, payload: bytes, timeout: float) -> None:
+        """Send an ack payload to ``subject`` and wait for the server to confirm it (``ack_sync``)."""
 
 
 @attrs.frozen

@@ -98,6 +98,7 @@ class Subscription:
 
     @property
     def is_active(self) -> bool:
+        """Subscribed and not yet drained, unsubscribed or closed."""
         return not self._buffer.ended
 
     def _taken(self, msg: Msg) -> Msg:
@@ -145,5 +146,6 @@ class Subscription:
             self._runtime.untrack(self)
 
     def on_client_closed(self, exc: BaseException) -> None:
+        """The client closed: wake every reader (called by the client)."""
         if not self._buffer.ended:  # a drained subscription ends quietly once read
             self._buffer.abort(exc)

@@ -295,24 +295,30 @@ class Runtime:
 
     @property
     def is_closed(self) -> bool:
+        """Closed for good (by close() or after the reconnect attempts ran out)."""
         return self._closed
 
     @property
     def is_connected(self) -> bool:
+        """Connected right now."""
         return not self._closed and bool(self._nc.is_connected)
 
     def server_info(self) -> dict[str, Any]:
+        """A copy of the INFO of the server connected to."""
         return self._nc.server_info()
 
     @property
     def connected_url(self) -> str | None:
+        """``scheme://host:port`` of the server connected to, without credentials; None while not connected."""
         return self._nc.connected_url_text()
 
     @property
     def server_urls(self) -> list[str]:
+        """Every server in the reconnect pool (given and announced), without credentials."""
         return self._nc.server_urls()
 
     def stats(self) -> dict[str, int]:
+        """The connection's counters (messages and bytes in and out, reconnects)."""
         return dict(self._nc.stats)
 
     def new_token(self) -> str:
@@ -376,6 +382,7 @@ class Runtime:
         return self._mux.register(handler, timeout)
 
     def forget_reply(self, reply_subject: bytes) -> None:
+        """Stop waiting for a reply on ``reply_subject`` (its request was not sent after all)."""
         self._mux.forget(reply_subject)
 
     def flush(self, timeout: float) -> None:
@@ -454,6 +461,7 @@ class Runtime:
                 self._watch_timer = self._watchdog.call_later(_WATCH_INTERVAL, self._tick)
 
     def unwatch(self, check: Callable[[float], object]) -> None:
+        """Remove a watcher added with ``watch`` (no effect if it is gone already)."""
         with self._watchers_lock:
             self._watchers.discard(check)
 
@@ -478,6 +486,7 @@ class Runtime:
         self._listeners.append(listener)
 
     def remove_listener(self, listener: ConnectionListener) -> None:
+        """Remove a connection listener (no effect if it is gone already)."""
         with contextlib.suppress(ValueError):
             self._listeners.remove(listener)
 
@@ -486,9 +495,11 @@ class Runtime:
         self._closeables.add(closeable)
 
     def untrack(self, closeable: Closeable) -> None:
+        """Forget an object tracked for closing with the client."""
         self._closeables.discard(closeable)
 
     def tracked(self) -> list[Closeable]:
+        """The objects closed with the client (a snapshot)."""
         return list(self._closeables)
 
     def track_thread(self, thread: threading.Thread) -> None:

@@ -138,6 +138,7 @@ class FastPublisher:
 
     @property
     def closed(self) -> bool:
+        """Committed, closed or ended by an error: no more messages may be added."""
         return self._ended
 
     @property
@@ -346,6 +347,7 @@ class FastPublisher:
                 log.warning("%s", report)
 
     def on_client_closed(self, exc: BaseException) -> None:
+        """The client closed: fail what waits for an ack (called by the client)."""
         with self._cond:
             if self._failure is None and self.ack is None:
                 self._failure = exc

@@ -323,6 +323,7 @@ class PriorityGroupState(_Model):
 
     @property
     def pinned(self) -> bool:
+        """A client is pinned to this group now."""
         return bool(self.pinned_client_id)
 
 

@@ -229,6 +229,7 @@ class KeyValueStatus:
 
     @classmethod
     def from_stream_info(cls, bucket: str, info: StreamInfo) -> KeyValueStatus:
+        """The status of the bucket whose stream info this is."""
         config = info.config
         return cls(
             bucket=bucket,

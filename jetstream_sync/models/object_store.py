@@ -273,6 +273,7 @@ class ObjectStoreStatus:
 
     @classmethod
     def from_stream_info(cls, bucket: str, info: StreamInfo) -> ObjectStoreStatus:
+        """The status of the object store whose stream info this is."""
         config = info.config
         return cls(
             bucket=bucket,

@@ -125,6 +125,7 @@ class FaultProxy:
 
     @property
     def host(self) -> str:
+        """The loopback address the proxy listens on."""
         return _PROXY_HOST
 
     @property
@@ -140,6 +141,7 @@ class FaultProxy:
 
     @property
     def is_running(self) -> bool:
+        """Started and not stopped."""
         return self._started and not self._stopped
 
     @property
@@ -173,10 +175,12 @@ class FaultProxy:
 
     @property
     def latency(self) -> float:
+        """The delay added to every forwarded chunk, in seconds."""
         return self._latency
 
     @property
     def refusing(self) -> bool:
+        """New connections are refused (``refuse(True)``)."""
         return self._refusing
 
     # -- lifecycle --------------------------------------------------------------------------------------------
@@ -663,12 +667,14 @@ class Frame:
 
     @property
     def headers(self) -> bytes:
+        """The header block of a message frame (empty for other frames and messages without headers)."""
         if self._body < 0:
             return b""
         return self.raw[self._body : self._body + self._header_size]
 
     @property
     def data(self) -> bytes:
+        """The payload of a message frame (empty for other frames)."""
         if self._body < 0:
             return b""
         return self.raw[self._body + self._header_size : -2]

@@ -134,6 +134,7 @@ class EmbeddedServer:
 
     @property
     def host(self) -> str:
+        """The loopback address the server listens on."""
         return self._host
 
     @property
@@ -143,6 +144,7 @@ class EmbeddedServer:
 
     @property
     def monitor_port(self) -> int:
+        """The HTTP monitoring port (``/varz``, ``/jsz``, ``/healthz``)."""
         return self._monitor_port
 
     @property
@@ -159,10 +161,12 @@ class EmbeddedServer:
 
     @property
     def pid(self) -> int | None:
+        """The server's process id, or None while it is not running."""
         return self._proc.pid if self._proc is not None and self.is_running else None
 
     @property
     def is_running(self) -> bool:
+        """The server process is alive."""
         return self._proc is not None and self._proc.poll() is None
 
     # -- lifecycle --------------------------------------------------------------------------------------------

@@ -333,6 +333,7 @@ class KeyValueCache(BaseCache):  # type: ignore[misc]
         return False
 
     def get(self, key: str, default: Any = None, version: int | None = None) -> Any:
+        """The value of ``key``, or ``default`` when it is absent or expired (Django's cache API)."""
         nkey = self._key(key, version)
         stored = self._run(lambda kv: self._read(kv, nkey))
         if stored is None or not stored.live(time.time()):
@@ -340,6 +341,7 @@ class KeyValueCache(BaseCache):  # type: ignore[misc]
         return pickle.loads(stored.payload)
 
     def set(self, key: str, value: Any, timeout: Any = DEFAULT_TIMEOUT, version: int | None = None) -> None:
+        """Store ``value`` under ``key`` for ``timeout`` seconds (Django's cache API)."""
         nkey = self._key(key, version)
         payload = self._pickle(value)
         self._run(lambda kv: self._set(kv, key, nkey, payload, timeout))
@@ -397,6 +399,7 @@ class KeyValueCache(BaseCache):  # type: ignore[misc]
         return False
 
     def has_key(self, key: str, version: int | None = None) -> bool:
+        """Whether ``key`` holds a value that has not expired (Django's cache API)."""
         nkey = self._key(key, version)
         stored = self._run(lambda kv: self._read(kv, nkey))
         return stored is not None and stored.live(time.time())
@@ -454,6 +457,7 @@ class KeyValueCache(BaseCache):  # type: ignore[misc]
         )
 
     def delete_many(self, keys: Iterable[str], version: int | None = None) -> None:
+        """Delete every key of ``keys`` (Django's cache API)."""
         nkeys = [self._key(key, version) for key in keys]
         if nkeys:
             self._run(lambda kv: [self._remove(kv, nkey) for nkey in nkeys])

@@ -125,24 +125,30 @@ class JetStreamDataSource(DataSource):
 
     @classmethod
     def name(cls) -> str:
+        """PySpark: the format name, ``jetstream``."""
         return "jetstream"
 
     def schema(self) -> StructType:
+        """PySpark: the schema of the rows read (subject, data, headers, stream, seq, timestamp)."""
         return READ_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        """PySpark: a batch reader for these options."""
         _check_schema(schema)
         return JetStreamBatchReader(parse_read_options(self.options, streaming=False), schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        """PySpark: a streaming reader for these options."""
         _check_schema(schema)
         return JetStreamStreamReader(parse_read_options(self.options, streaming=True), schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
+        """PySpark: a batch writer for these options."""
         options, columns = _write_plan(self.options, schema, overwrite)
         return JetStreamBatchWriter(options, columns)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
+        """PySpark: a streaming writer for these options."""
         options, columns = _write_plan(self.options, schema, overwrite)
         return JetStreamStreamWriter(options, columns)
 
@@ -155,6 +161,7 @@ class JetStreamBatchReader(DataSourceReader):
         self.schema = schema
 
     def partitions(self) -> Sequence[InputPartition]:
+        """PySpark: the partitions of the batch read (stream sequence ranges)."""
         options = self.options
         stream = open_stream(options)
         mode = choose_mode(options, stream)
@@ -166,6 +173,7 @@ class JetStreamBatchReader(DataSourceReader):
         return planned
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """PySpark: the rows of one partition, as Arrow record batches, on an executor."""
         return _read(self.options, partition, self.schema)
 
 
@@ -198,19 +206,23 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return seq
 
     def initialOffset(self) -> dict[str, Any]:
+        """PySpark: where a new query starts (``startingSequence``/``startingTime``)."""
         stream = open_stream(self.options)
         start = starting_sequence(self.options, stream)
         log.info("query on %s starts at sequence %d", self.options.stream, start)
         return self._offset(start)
 
     def getDefaultReadLimit(self) -> ReadLimit:
+        """PySpark: ``maxMessagesPerTrigger`` as a read limit, or all available."""
         limit = self.options.max_messages_per_trigger
         return ReadAllAvailable() if limit is None else ReadMaxRows(limit)
 
     def prepareForTriggerAvailableNow(self) -> None:
+        """PySpark: fix the end of an AvailableNow query at the stream's last sequence now."""
         self._target = open_stream(self.options).cached_info.state.last_seq + 1
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        """PySpark: the end of the next micro-batch, within the read limit."""
         begin = self._seq(start, "start")
         stream = open_stream(self.options)
         state = stream.cached_info.state
@@ -234,9 +246,11 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return self._offset(max(end, begin))
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
+        """PySpark: the stream's last sequence, for progress reporting."""
         return self._offset(open_stream(self.options).cached_info.state.last_seq + 1)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        """PySpark: the partitions of a micro-batch between two offsets."""
         begin, stop = self._seq(start, "start"), self._seq(end, "end")
         if stop <= begin:
             return []
@@ -247,9 +261,11 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return _partitions(self.options, self._mode, first, stop - 1)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """PySpark: the rows of one partition, on an executor."""
         return _read(self.options, partition, self.schema)
 
     def commit(self, end: dict[str, Any]) -> None:
+        """PySpark: a micro-batch up to ``end`` is done (nothing to release on the server)."""
         log.debug("%s: committed up to sequence %s", self.options.stream, end.get("seq"))
 
 
@@ -266,6 +282,7 @@ class JetStreamCommitMessage(WriterCommitMessage):
 
     @classmethod
     def of(cls, stats: PublishStats) -> JetStreamCommitMessage:
+        """The commit message of a partition, from what its publishes counted."""
         context = TaskContext.get()
         return cls(
             partition_id=context.partitionId() if context else 0,
@@ -306,15 +323,18 @@ class JetStreamBatchWriter(DataSourceArrowWriter):
         self.write_id = uuid.uuid4().hex  # made once on the driver: every attempt of a task shares it
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        """PySpark: publish the rows of one partition, on an executor."""
         partition, _ = _task()
         prefix = f"{self.write_id}:{partition}" if self.options.idempotent else None
         return JetStreamCommitMessage.of(publish_batches(self.options, self.columns, iterator, prefix))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """PySpark: every partition was written."""
         tasks, published, duplicates = _summary(messages)
         log.info("write committed: %d tasks published %d messages (%d duplicates)", tasks, published, duplicates)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """PySpark: the write failed; what was published stays (a stream cannot take it back)."""
         tasks, published, _ = _summary(messages)
         log.warning(
             "write aborted after %d tasks published %d messages; they stay in the stream (JetStream has no "
@@ -334,6 +354,7 @@ class JetStreamStreamWriter(DataSourceStreamArrowWriter):
         self.write_id = uuid.uuid4().hex
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        """PySpark: publish the rows of one partition of a micro-batch, on an executor."""
         partition, context = _task()
         prefix: str | None = None
         if self.options.idempotent:
@@ -347,9 +368,11 @@ class JetStreamStreamWriter(DataSourceStreamArrowWriter):
         return JetStreamCommitMessage.of(publish_batches(self.options, self.columns, iterator, prefix))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """PySpark: every partition of a micro-batch was written."""
         tasks, published, duplicates = _summary(messages)
         log.info("batch %d committed: %d tasks published %d (%d duplicates)", batchId, tasks, published, duplicates)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """PySpark: a micro-batch failed; what was published stays."""
         tasks, published, _ = _summary(messages)
         log.warning("batch %d aborted after %d tasks published %d messages", batchId, tasks, published)

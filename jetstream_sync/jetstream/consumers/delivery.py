@@ -122,11 +122,14 @@ class DeliverySource(Protocol):
     def adopt_thread(self, thread: threading.Thread) -> None:
         """A thread that runs user code for this delivery; closing the client joins it."""
 
-    def stop(self) -> None: ...
+    def stop(self) -> None:
+        """Stop at once: no new pulls, and what is buffered is not handed out."""
 
-    def drain(self) -> None: ...
+    def drain(self) -> None:
+        """Stop pulling, but hand out what is buffered first."""
 
-    def stats(self) -> ConsumeStats: ...
+    def stats(self) -> ConsumeStats:
+        """A snapshot of the source's counters."""
 
 
 class MessageBatch:

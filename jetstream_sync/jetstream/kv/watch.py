@@ -63,6 +63,7 @@ class WatchOptions:
             raise errors.InvalidArgumentError(starts[1], f"cannot be combined with {starts[0]}; choose one start")
 
     def deliver_policy(self) -> DeliverPolicy:
+        """Where the watch starts: the last value per key, everything, or new changes only."""
         if self.resume_from_revision is not None:
             return DeliverPolicy.BY_START_SEQUENCE
         if self.include_history:

@@ -102,6 +102,7 @@ class ObjectReader(io.RawIOBase):
         return self._received
 
     def readable(self) -> bool:
+        """True: an object is read, front to back (io.RawIOBase)."""
         return True
 
     def close(self) -> None:
