@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import signal
 import threading
 import time
@@ -83,6 +84,17 @@ _contexts_lock = threading.Lock()
 # One JetStream context per client, so publish_async_complete() sees the publishes of the whole process;
 # weak, so a closed and forgotten client takes its context with it.
 _contexts: weakref.WeakKeyDictionary[Client, JetStreamContext] = weakref.WeakKeyDictionary()
+
+
+def _fresh_after_fork() -> None:
+    """In a forked worker: a new lock (one a request thread held at the fork would stay held) and no contexts
+    of the parent's clients, which the worker cannot use."""
+    global _contexts_lock, _contexts
+    _contexts_lock = threading.Lock()
+    _contexts = weakref.WeakKeyDictionary()
+
+
+os.register_at_fork(after_in_child=_fresh_after_fork)
 
 
 def settings_of(app: Flask) -> ConnectionSettings:

@@ -17,6 +17,7 @@ the process and closed when it exits.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Mapping
 
@@ -35,6 +36,15 @@ _parsed_lock = threading.Lock()
 # The last settings.JETSTREAM read and what it gave: parsing checks files and builds TLS contexts, too much for
 # every request, and comparing a copy also notices a settings change (override_settings in tests).
 _parsed: tuple[dict[str, object], ConnectionSettings] | None = None
+
+
+def _fresh_lock_after_fork() -> None:
+    """In a forked worker: a new lock (one a request thread held at the fork would stay held for ever)."""
+    global _parsed_lock
+    _parsed_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_fresh_lock_after_fork)
 
 
 def connection_settings() -> ConnectionSettings:
