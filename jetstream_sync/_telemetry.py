@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 if TYPE_CHECKING:
+    from .jetstream.consumers.delivery import ConsumeContext
     from .message import Msg
     from .models import PubAck
 
@@ -56,6 +57,9 @@ class Telemetry(Protocol):
     def handler(self, handler: Callable[[Msg], object]) -> Callable[[Msg], object]:
         """The consume handler to run instead of ``handler``: each message processed inside a span whose parent
         is the trace the message carries."""
+
+    def consume_started(self, context: ConsumeContext) -> None:
+        """A consume started: an instrumenter may watch its buffer (``context.stats().buffered``) until it ends."""
 
     def reconnected(self) -> None:
         """A client re-established its connection."""

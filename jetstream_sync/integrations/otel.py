@@ -10,7 +10,8 @@ message's ``traceparent``/``tracestate`` headers; every message a ``consume()`` 
 span (``process <subject>``) whose parent is that context, so one trace runs from the code that published (a
 Flask request, say) into the worker that handled the message; every JetStream API request is a CLIENT span
 (``JetStream API <request>``). Metrics: messages published and consumed, publish and processing durations (the
-publish duration is the ack latency), reconnects and missed heartbeats.
+publish duration is the ack latency), the messages each consume holds pending for its handler, reconnects and
+missed heartbeats.
 
 Without :func:`instrument`, nothing here is imported by the client and the hot paths pay one attribute read
 (see ``jetstream_sync._telemetry``). Instrumentation covers every client of the process, those made before
@@ -21,7 +22,8 @@ from __future__ import annotations
 
 import concurrent.futures
 import time
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from opentelemetry import context as otel_context
@@ -31,6 +33,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from .. import _telemetry
 from .._telemetry import TraceHeaders
 from ..errors import InvalidAckSubjectError
+from ..jetstream.consumers.delivery import ConsumeContext
 from ..message import Msg, MsgMetadata
 from ..models import PubAck
 
@@ -94,6 +97,13 @@ class _OpenTelemetry:
         )
         self._reconnects = meter.create_counter(
             "jetstream_sync.client.reconnects", unit="{reconnect}", description="Connections re-established"
+        )
+        self._consumes: weakref.WeakSet[ConsumeContext] = weakref.WeakSet()
+        meter.create_observable_gauge(
+            "messaging.client.consume.pending",
+            callbacks=[self._pending],
+            unit="{message}",
+            description="Messages a running consume holds in the client, received and not yet handed to its handler",
         )
         self._missed = meter.create_counter(
             "jetstream_sync.consume.heartbeats_missed",
@@ -218,6 +228,18 @@ class _OpenTelemetry:
         return traced
 
     # -- connection and consume events ------------------------------------------------------------------------
+    def consume_started(self, context: ConsumeContext) -> None:
+        self._consumes.add(context)
+
+    def _pending(self, _options: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
+        """The pending gauge: one observation per running consume (the WeakSet forgets the ones gone)."""
+        for context in list(self._consumes):
+            if context.closed.is_set():
+                self._consumes.discard(context)
+                continue
+            attributes = {"messaging.system": _SYSTEM, "jetstream_sync.consume": context.label}
+            yield metrics.Observation(context.stats().buffered, attributes)
+
     def reconnected(self) -> None:
         self._reconnects.add(1, {"messaging.system": _SYSTEM})
 

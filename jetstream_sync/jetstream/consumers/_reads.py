@@ -128,6 +128,8 @@ def start_consume(
         handler = telemetry.handler(handler)  # each message processed inside a span (the otel extra)
     source = source_for()
     context = ConsumeContext(source, handler, progress, workers=workers, ordered_by=ordered_by)
+    if telemetry is not None:
+        telemetry.consume_started(context)
     if start_source is not None:
         start_source(source)
     context.start()

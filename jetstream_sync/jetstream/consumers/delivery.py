@@ -415,6 +415,11 @@ class ConsumeContext:
         """A snapshot of this consume's counters (pulls, deliveries, heartbeats missed, statuses, ...)."""
         return self._source.stats()
 
+    @property
+    def label(self) -> str:
+        """What this consume reads, as ``stream/consumer`` (for logs and metrics)."""
+        return self._source.label
+
     def __repr__(self) -> str:
         state = "closed" if self.closed.is_set() else "running"
         return f"<ConsumeContext {self._source.label} {state}>"

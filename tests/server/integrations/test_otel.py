@@ -204,3 +204,23 @@ def test_without_instrument_nothing_is_traced_and_no_header_added(js):
     ack = js.publish(f"{name.lower()}.plain", b"x")
     assert "traceparent" not in js.stream(name).get_msg(ack.seq).headers
     assert exporter.get_finished_spans() == ()
+
+
+def test_a_consume_reports_what_it_holds_pending_for_its_handler(exported, js):
+    js, name = js
+    for i in range(10):
+        js.publish(f"{name.lower()}.p", b"%d" % i)
+    release = threading.Event()
+    handled = Handled()
+
+    def slow(msg: jetstream_sync.Msg) -> None:
+        release.wait(10)
+        handled(msg)
+
+    with js.consumer(name, "work").consume(slow) as context:
+        wait_until(lambda: context.stats().buffered == 9)  # one in the handler, nine waiting
+        (pending,) = exported.metric("messaging.client.consume.pending")
+        assert pending.value == 9 and pending.attributes["jetstream_sync.consume"] == context.label
+        release.set()
+        wait_until(lambda: handled.count() == 10)
+    assert exported.metric("messaging.client.consume.pending") == []  # a stopped consume is no longer observed
