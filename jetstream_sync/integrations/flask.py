@@ -41,13 +41,9 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-import signal
 import threading
-import time
 import weakref
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from types import FrameType
+from collections.abc import Callable
 
 import attrs
 import click
@@ -57,10 +53,10 @@ from flask.cli import AppGroup
 from .. import errors
 from ..client import Client
 from ..jetstream import JetStream as JetStreamContext
-from ..jetstream.consumers.options import ConsumeOptions
 from ..message import Msg
 from ._clients import process_client
 from ._connection import ConnectionSettings
+from ._consume import CommandFailed, run_until_signalled, settling
 
 __all__ = [
     "CONFIG_PREFIX",
@@ -192,39 +188,10 @@ def acking(handler: Callable[[Msg], object], app: Flask, nak_delay: float | None
     is acked when the handler returns and nak'ed (redelivered, after ``nak_delay`` seconds when given) when it
     raises; the exception then goes on to the consume's error handler. A handler that acked, nak'ed, termed
     it itself, or a consumer with ``AckPolicy.NONE``, gets nothing more sent."""
-
-    def handle(msg: Msg) -> None:
-        try:
-            with app.app_context():
-                handler(msg)
-        except Exception:
-            if not msg.is_acked:
-                msg.nak(nak_delay)
-            raise
-        if not msg.is_acked:
-            msg.ack()
-
-    return handle
+    return settling(handler, nak_delay=nak_delay, around=app.app_context, reraise=True)
 
 
 cli = AppGroup("jetstream", help="JetStream commands of the jetstream-sync extension.")
-
-
-@contextmanager
-def _stop_signals(on_signal: Callable[[int], None]) -> Iterator[None]:
-    """SIGTERM and SIGINT call ``on_signal`` (on the main thread) while the block runs; restored after."""
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
-
-    def handle(signum: int, _frame: FrameType | None) -> None:
-        on_signal(signum)
-
-    for sig in previous:
-        signal.signal(sig, handle)
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 @cli.command("consume")
@@ -273,18 +240,10 @@ def consume_command(
     if not logging.getLogger().handlers:  # a worker's log is its output; an app that set up logging keeps its own
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app: Flask = current_app._get_current_object()  # type: ignore[attr-defined]
-    client = process_client(settings_of(app))
-    options = ConsumeOptions() if max_messages is None else ConsumeOptions(max_messages=max_messages)
     try:
-        handle = client.jetstream().consumer(stream, consumer)
+        handle = process_client(settings_of(app)).jetstream().consumer(stream, consumer)
     except errors.JetStreamError as exc:
         raise click.ClickException(f"cannot consume {stream}/{consumer}: {exc}") from None
-    signals: list[int] = []
-    stopping = threading.Event()
-
-    def on_signal(signum: int) -> None:
-        signals.append(signum)
-        stopping.set()
 
     def on_error(exc: BaseException) -> None:
         if isinstance(exc, errors.JetStreamError):
@@ -292,39 +251,15 @@ def consume_command(
         else:
             log.error("consume %s/%s: the handler raised", stream, consumer, exc_info=exc)
 
-    with _stop_signals(on_signal):
-        try:
-            context = handle.consume(
-                acking(handler, app, nak_delay), options=options, error_handler=on_error, workers=workers
-            )
-        except errors.JetStreamError as exc:
-            raise click.ClickException(f"cannot consume {stream}/{consumer}: {exc}") from None
-        click.echo(
-            f"consuming {stream}/{consumer} with {handler_path} ({workers} worker(s)); SIGTERM or Ctrl-C to stop",
-            err=True,
+    try:
+        run_until_signalled(
+            handle,
+            acking(handler, app, nak_delay),
+            workers=workers,
+            max_messages=max_messages,
+            drain_timeout=drain_timeout,
+            say=lambda text: click.echo(text, err=True),
+            error_handler=on_error,
         )
-        while not stopping.wait(0.25):  # a signal sets it; the timeout notices a consume that ended by itself
-            if context.closed.is_set():
-                break
-        if not signals:
-            raise click.ClickException(f"the consume of {stream}/{consumer} ended: {context.error}")
-        log.info("consume %s/%s: signal %d, draining", stream, consumer, signals[0])
-        context.drain()
-        deadline = time.monotonic() + drain_timeout
-        while not context.closed.wait(0.1):  # short slices: a second signal stops at once
-            if len(signals) > 1:
-                log.warning("consume %s/%s: second signal, stopping without draining the rest", stream, consumer)
-                context.stop()
-                context.closed.wait(drain_timeout)
-                break
-            if time.monotonic() > deadline:
-                context.stop()
-                client.flush(timeout=drain_timeout)  # what was acked so far
-                client.close(timeout=1.0)  # a handler still running is left behind; the process is leaving
-                raise click.ClickException(
-                    f"{stream}/{consumer} not drained within {drain_timeout:g} s; the rest will be redelivered"
-                )
-        if context.error is not None:  # the handler raised SystemExit or KeyboardInterrupt while draining
-            raise click.ClickException(f"the consume of {stream}/{consumer} ended: {context.error!r}")
-    client.flush(timeout=drain_timeout)  # the acks reach the server before the process exits
-    click.echo(f"drained {stream}/{consumer}; exiting", err=True)
+    except CommandFailed as exc:
+        raise click.ClickException(str(exc)) from None

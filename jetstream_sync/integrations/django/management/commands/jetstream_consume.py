@@ -4,14 +4,15 @@ messages handed to a function of the project, with Django set up, until SIGTERM 
 The handler is called with each :class:`~jetstream_sync.Msg` (``Consumer.consume(handler, workers=N)``):
 
 - it **returns**: the message is acked, unless the handler already acked, nak'd or termed it itself;
-- it **raises** an ``Exception``: the traceback is logged (``jetstream_sync.integrations.django``) and the
+- it **raises** an ``Exception``: the traceback is logged (``jetstream_sync.integrations``) and the
   message is nak'd (``--nak-delay`` seconds, default at once), so the server redelivers it, up to the
   consumer's ``max_deliver``; the command goes on with the next message. A handler that settled the message
   before raising keeps that settlement.
 - it raises ``SystemExit`` or ``KeyboardInterrupt``: the consume ends and the command exits 1.
 
 SIGTERM or SIGINT drains: no more pulls, the messages already received are handled and acked, then the command
-exits 0 (within ``--drain-timeout`` seconds; after that the rest is left for redelivery and it exits 1).
+exits 0 (within ``--drain-timeout`` seconds; after that the rest is left for redelivery and it exits 1); a
+second signal stops at once.
 The consumer must exist (create it with the stream, e.g. in a migration or a deploy step): a missing
 stream or consumer, or a handler path that does not import, is a CommandError (exit 1) before anything runs.
 Each process connects on its own (``get_client``), so the command runs as several replicas of a deployment.
@@ -19,9 +20,6 @@ Each process connects on its own (``get_client``), so the command runs as severa
 
 from __future__ import annotations
 
-import logging
-import signal
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -29,30 +27,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils.module_loading import import_string  # type: ignore[import-untyped]
 
 from jetstream_sync import errors
+from jetstream_sync.integrations._consume import CommandFailed, run_until_signalled, settling
 from jetstream_sync.integrations.django import get_jetstream
 from jetstream_sync.message import Msg
-
-log = logging.getLogger("jetstream_sync.integrations.django")
-
-# How often the main thread looks at whether the consume ended by itself, while it waits for a signal.
-_POLL = 0.25
-
-
-def settling(handler: Callable[[Msg], object], nak_delay: float | None) -> Callable[[Msg], None]:
-    """``handler`` with the command's acknowledgement rule: ack on return, log and nak on an Exception."""
-
-    def handle(msg: Msg) -> None:
-        try:
-            handler(msg)
-        except Exception:
-            log.exception("handler failed on %s (delivery %d); nak", msg.subject, msg.metadata.num_delivered)
-            if not msg.is_acked:
-                msg.nak(delay=nak_delay)
-            return
-        if not msg.is_acked:
-            msg.ack()
-
-    return handle
 
 
 class Command(BaseCommand):  # type: ignore[misc]
@@ -89,34 +66,21 @@ class Command(BaseCommand):  # type: ignore[misc]
         except (errors.InvalidArgumentError, errors.InvalidTypeError) as exc:
             raise CommandError(str(exc)) from exc
 
-        stop = threading.Event()
-        previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
-        extra = {} if options["max_messages"] is None else {"max_messages": options["max_messages"]}
         try:
-            ctx = consumer.consume(
-                settling(handler, options["nak_delay"]),
-                error_handler=lambda exc: log.warning("consume %s/%s: %s", stream, name, exc),
+            run_until_signalled(
+                consumer,
+                settling(handler, nak_delay=options["nak_delay"]),
                 workers=workers,
-                **extra,
+                max_messages=options["max_messages"],
+                drain_timeout=options["drain_timeout"],
+                say=self._say,
             )
-            self.stdout.write(f"consuming {stream}/{name} with {workers} worker(s); SIGTERM or Ctrl-C drains and stops")
-            self.stdout.flush()
-            while not stop.wait(_POLL):
-                if ctx.closed.is_set():
-                    raise CommandError(f"the consume of {stream}/{name} ended: {ctx.error!r}")
-            self.stdout.write("draining: handling the messages already received, pulling no more")
-            ctx.drain()
-            try:
-                ctx.wait(options["drain_timeout"])
-            except errors.TimeoutError as exc:
-                ctx.stop()
-                raise CommandError(f"not drained within {options['drain_timeout']} s; the rest is redelivered") from exc
-            if ctx.error is not None:
-                raise CommandError(f"the consume of {stream}/{name} ended: {ctx.error!r}")
-            self.stdout.write(f"drained and stopped after {ctx.stats().messages_delivered} message(s)")
-        finally:
-            for sig, handler_before in previous.items():
-                signal.signal(sig, handler_before)
+        except CommandFailed as exc:
+            raise CommandError(str(exc)) from exc
+
+    def _say(self, text: str) -> None:
+        self.stdout.write(text)
+        self.stdout.flush()
 
     def _handler(self, path: str) -> Callable[[Msg], object]:
         try:
