@@ -78,6 +78,12 @@ class AtomicBatch:
         self._sent = 0
         self._closed = False
         self._lock = threading.Lock()
+        # what _send adds to a message at most: its batch headers (the last sequence, the commit flag) and, for a
+        # message without headers, the header block around them
+        self._batch_headers_room = len(
+            b"NATS/1.0\r\n\r\nNats-Batch-Id: %s\r\nNats-Batch-Sequence: %d\r\nNats-Batch-Commit: 1\r\n"
+            % (self.batch_id.encode(), MAX_BATCH_MESSAGES)
+        )
 
     def __repr__(self) -> str:
         state = "committed" if self.ack is not None else "closed" if self._closed else "open"
@@ -129,7 +135,10 @@ class AtomicBatch:
                     "and start another",
                 )
             extra = self._checks(options, checks)
-            message = prepare_message(subject, data, headers, self._runtime.max_payload, extra)
+            # the batch headers are added when the message is sent: leave room for them in max_payload, or a
+            # message that fits alone would make the server close the connection (Maximum Payload Violation)
+            limit = self._runtime.max_payload - self._batch_headers_room
+            message = prepare_message(subject, data, headers, limit, extra)
             previous, self._held = self._held, message
             self._size += 1
             if previous is not None:

@@ -149,3 +149,13 @@ def test_nats_py_reads_a_committed_batch(nats_server, js, name, atomic):
             await nc.close()
 
     assert asyncio.run(read()) == [(f"{name}.a", b"one", batch.batch_id), (f"{name}.b", b"two", batch.batch_id)]
+
+
+def test_a_message_that_fits_only_without_its_batch_headers_is_refused_before_sending(js, name, atomic):
+    limit = js.client.max_payload
+    with js.atomic_batch() as batch:
+        with pytest.raises(errors.MaxPayloadError, match="max_payload"):
+            batch.add(f"{name}.big", b"x" * (limit - 20))  # fits alone; not with Nats-Batch-Id and -Sequence
+        batch.add(f"{name}.big", b"x" * (limit - 200))  # with room for them: sent as usual
+    assert batch.ack is not None and batch.ack.batch_size == 1
+    assert js.client.is_connected and js.publish(f"{name}.after", b"ok").seq == 2  # the connection is unharmed
