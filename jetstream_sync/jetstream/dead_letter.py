@@ -108,6 +108,9 @@ class DeadLetters:
                 name=name,
                 subjects=subjects_for(self.stream_name, self.consumer, _KINDS),
                 retention=RetentionPolicy.WORK_QUEUE,
+                # as many replicas as the stream it watches: in a cluster, an advisory kept on one node only
+                # would be lost with that node
+                num_replicas=self._stream.cached_info.config.num_replicas,
                 description=f"dead-letter advisories of {self.stream_name}/{self.consumer}",
             )
         )

@@ -58,3 +58,12 @@ def test_a_stream_placed_in_the_cluster(nats_cluster, cluster_js):
 
     with pytest.raises(errors.APIError, match="no suitable peers for placement"):
         cluster_js.create_stream(StreamConfig(name="NOWHERE", subjects=["nowhere.>"], placement={"cluster": "other"}))
+
+
+def test_dead_letter_events_are_replicated_like_the_stream_they_watch(cluster_js):
+    cluster_js.create_stream(StreamConfig(name="JOBS", subjects=["jobs.>"], num_replicas=3))
+    cluster_js.create_consumer("JOBS", ConsumerConfig(durable_name="w", max_deliver=2))
+    with cluster_js.dead_letter("JOBS", "w", to="dead.jobs") as mover:
+        events = cluster_js.stream_info(mover.events_stream)
+    assert events.config.num_replicas == 3  # an advisory kept on one node would be lost with it
+    assert len(events.cluster.replicas) == 2
