@@ -442,8 +442,8 @@ threading.Thread(target=worker).start()
 
 
 def test_everything_a_client_made_refuses_use_in_a_forked_child(nats_server):
-    """Subscriptions, iterators (one with a parent thread blocked in it at fork time), consume contexts,
-    watchers and messages made before fork() raise ForkedClientError in the child, promptly, instead of handing
+    """Subscriptions, iterators (one with a parent thread blocked in it at fork time), fetch batches, consume
+    contexts, watchers and messages made before fork() raise ForkedClientError in the child, promptly, instead of handing
     out copies of the parent's buffered messages or waiting for ever."""
     script = f"""
 import os, signal, sys, threading, time
@@ -464,6 +464,7 @@ while sub.pending < 3:
 it = stream.create_or_update_consumer(ConsumerConfig(durable_name="c")).messages()
 first = it.next(timeout=5)
 ctx = stream.create_or_update_consumer(ConsumerConfig(durable_name="d")).consume(lambda m: m.ack())
+batch = stream.create_or_update_consumer(ConsumerConfig(durable_name="f")).fetch(5, expires=5)
 watcher = js.create_or_update_key_value(KeyValueConfig(bucket="FORKF")).watch_all()
 blocked = stream.create_or_update_consumer(ConsumerConfig(durable_name="e", filter_subject="forkf.none")).messages()
 reader = threading.Thread(target=blocked.next, daemon=True)
@@ -487,6 +488,7 @@ if pid == 0:
         "watcher next": lambda: next(iter(watcher)),
         "watcher.stop": watcher.stop,
         "first.ack": first.ack,
+        "next(batch)": lambda: next(batch),
     }}
     for name, call in calls.items():
         try:
@@ -506,4 +508,4 @@ nc.close()
     lines = result.stdout.splitlines()
     assert lines[-1:] == ["child exit 0"], (result.stdout, result.stderr[-2000:])
     outcomes = dict(line.split(" = ") for line in lines[:-1])
-    assert outcomes == dict.fromkeys(outcomes, "forked") and len(outcomes) == 12, outcomes
+    assert outcomes == dict.fromkeys(outcomes, "forked") and len(outcomes) == 13, outcomes

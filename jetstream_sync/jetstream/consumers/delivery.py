@@ -145,11 +145,13 @@ class MessageBatch:
         self._deadline = deadline
         self.error: BaseException | None = None
         self._ended = False
+        self._fork_guard = ForkGuard()  # a batch inherited through fork() raises ForkedClientError, not hangs
 
     def __iter__(self) -> Iterator[Msg]:
         return self
 
     def __next__(self) -> Msg:
+        self._fork_guard.check()
         if self._ended:
             raise StopIteration
         source = self._source
