@@ -443,8 +443,8 @@ threading.Thread(target=worker).start()
 
 def test_everything_a_client_made_refuses_use_in_a_forked_child(nats_server):
     """Subscriptions, iterators (one with a parent thread blocked in it at fork time), fetch batches, consume
-    contexts, watchers and messages made before fork() raise ForkedClientError in the child, promptly, instead of handing
-    out copies of the parent's buffered messages or waiting for ever."""
+    contexts, watchers and messages made before fork() raise ForkedClientError in the child, promptly, instead
+    of handing out copies of the parent's buffered messages or waiting for ever."""
     script = f"""
 import os, signal, sys, threading, time
 import jetstream_sync
