@@ -121,3 +121,17 @@ def run_in_fork(child: Callable[[], bool], timeout: float = 20.0) -> int:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
     return exited[0]
+
+
+def children(pid: int) -> set[int]:
+    """The processes whose parent is ``pid`` (a Celery worker's pool processes, a gunicorn master's workers)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.add(int(entry.name))
+    return found

@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import celery
 import pytest
@@ -20,23 +19,9 @@ import pytest
 import jetstream_sync
 from jetstream_sync import ConsumerConfig, StreamConfig, errors
 from jetstream_sync.integrations.celery import JetStream
-from tests.helpers import REPO_ROOT, wait_until
+from tests.helpers import REPO_ROOT, children, wait_until
 
 EXAMPLE = REPO_ROOT / "examples" / "celery_worker"
-
-
-def children(pid: int) -> set[int]:
-    """The processes whose parent is ``pid`` (the pool processes of a Celery worker)."""
-    found = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.add(int(entry.name))
-    return found
 
 
 @pytest.fixture

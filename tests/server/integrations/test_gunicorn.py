@@ -23,8 +23,7 @@ import pytest
 
 import jetstream_sync
 from jetstream_sync import StreamConfig, errors
-from tests.helpers import REPO_ROOT, wait_until
-from tests.server.integrations.test_celery import children
+from tests.helpers import REPO_ROOT, children, wait_until
 
 # The apps' directory, on the workers' PYTHONPATH: not the test package itself, whose django/ would shadow Django.
 HERE = REPO_ROOT / "tests" / "server" / "integrations" / "served"
