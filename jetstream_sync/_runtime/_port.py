@@ -364,6 +364,11 @@ class Runtime:
         finally:
             self._mux.forget(reply)
 
+    def send_waiting(self, command: Command, timeout: float) -> None:
+        """Send a command whose answer the calling thread waits for next, by a route of its own (a pull of
+        ``next()``): written on the calling thread when nothing is queued before it, as a request is."""
+        self._outbound.put_waiting(command, timeout)
+
     def request_ack(self, subject: str, payload: bytes, timeout: float) -> None:
         """A double ack: returns once the server confirmed it."""
         self.check_usable()

@@ -32,7 +32,7 @@ from ._status import StatusKind, classify
 from .delivery import ConsumeStats
 from .options import FetchOptions, PullPlan, PullPriority
 
-__all__ = ["AckNextPull", "ContinuousPull", "FetchPull", "PinTracker", "PullTarget"]
+__all__ = ["AckNextPull", "ContinuousPull", "FetchPull", "PinTracker", "PullTarget", "pulled_message"]
 
 log = logging.getLogger("jetstream_sync")
 
@@ -86,6 +86,15 @@ class PullTarget:
         return f"{self.stream}/{self.consumer}"
 
 
+def pulled_message(
+    runtime: Runtime, target: PullTarget, subject: bytes, reply: bytes, data: bytes, headers: bytes | None
+) -> Msg:
+    """IO thread: the Msg of a delivery from ``target``, acked through ``runtime``; its size counts for the
+    byte limits as the server counts it (subject, reply, headers and data)."""
+    size = len(subject) + len(reply) + len(data) + (len(headers) if headers else 0)
+    return Msg(subject.decode(), reply.decode(), data, headers, runtime, size=size, ack_none=target.ack_none)
+
+
 # -- the common part ----------------------------------------------------------------------------------------
 class _PullEngine(abc.ABC):
     """One inbox subscription for one delivery's pulls; builds messages on the IO thread."""
@@ -104,10 +113,7 @@ class _PullEngine(abc.ABC):
         return self.target.label
 
     def _make_msg(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> Msg:
-        size = len(subject) + len(reply) + len(data) + (len(headers) if headers else 0)
-        return Msg(
-            subject.decode(), reply.decode(), data, headers, self.runtime, size=size, ack_none=self.target.ack_none
-        )
+        return pulled_message(self.runtime, self.target, subject, reply, data, headers)
 
     def _priority_fields(self, priority: PullPriority | None) -> dict[str, object] | None:
         """IO thread: a pull's priority group members, with the pin id when this handle holds one."""

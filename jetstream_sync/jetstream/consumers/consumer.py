@@ -21,6 +21,7 @@ from ...models import AckPolicy, ConsumerInfo, PriorityPolicy
 from ._progress import progress_keeper
 from ._pull import ContinuousPull, FetchPull, PinTracker, PullTarget
 from ._reads import FetchCalls, ServerConsumerHandle, check_callable, reporter, start_consume
+from ._single import SinglePull
 from .delivery import ConsumeContext, ErrorHandler, MessageBatch, MessagesIterator
 from .options import (
     DEFAULT_EXPIRES,
@@ -67,6 +68,7 @@ class Consumer(ServerConsumerHandle, FetchCalls):
             # one pin per handle, shared by its pulls (as nats.go); a policy changed later needs a new handle
             pin=PinTracker() if info.config.priority_policy is PriorityPolicy.PINNED_CLIENT else None,
         )
+        self._single = SinglePull(self._runtime, self._pull_target)
 
     @property
     def pin_id(self) -> str | None:
@@ -92,7 +94,15 @@ class Consumer(ServerConsumerHandle, FetchCalls):
             {"max_messages": 1, "expires": seconds, "idle_heartbeat": idle_heartbeat, **priority},
             "next",
         )
-        for msg in self._fetch(options):
+        single = self._single
+        if options.pull_priority is None and single.target.pin is None and single.busy.acquire(blocking=False):
+            try:  # ADR-13's Pull(1) on the handle's reusable subscription (_single.py)
+                self._runtime.check_usable()
+                check_priority(None, self.cached_info.config, single.label)
+                return single.next(options)
+            finally:
+                single.busy.release()
+        for msg in self._fetch(options):  # another thread's next() holds it, or a priority group
             return msg
         raise errors.TimeoutError(f"no message from {self.stream_name}/{self.name} within {seconds:g}s")
 

@@ -1,0 +1,224 @@
+"""ADR-13's Pull(1) for ``next()``: one reusable inbox subscription per consumer handle, one hand-off per call.
+
+A ``next()`` through :class:`FetchPull` pays a subscription, an IO-thread wake-up to start the pull, a buffer
+and an unsubscription for one message: 0.45 ms of client CPU against nats-py's 0.14 ms (benchmarks/run.py).
+Here the subscription (on ``<inbox>.*``) lives as long as the handle keeps calling ``next()``, and each call
+
+1. writes its pull request on the calling thread through the socket gate (``Runtime.send_waiting``: the
+   direct write of a synchronous request, see docs/ARCHITECTURE.md, "The life of a request"), with
+   ``<inbox>.<n>`` as the reply subject, and
+2. sleeps on a pre-acquired lock that the IO thread releases when the message (or the status ending the pull)
+   arrives: one thread wake-up per call, as for a ``kv.get``.
+
+Routing: JetStream delivers a pulled message with its stored subject in the MSG line, so a message is the
+current call's whatever its subject (only one call at a time uses the subscription); statuses (404/408
+expired, 409, heartbeats) come on the pull's own reply subject, so one meant for an earlier call is
+recognised by its token and ignored. A message that arrives when no call waits for it (its call gave up
+at the same moment) is given back to the server with a nak rather than left to its ack wait.
+
+Only plain ``next()`` calls come here: with a priority group, or while another thread's ``next()`` on the same
+handle is running, the call goes through :class:`FetchPull` as before. The subscription is dropped after
+``IDLE_UNSUBSCRIBE`` seconds without a call, so handles that are dropped leave nothing behind for long.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from ... import errors
+from ..._protocol import ACK_PREFIX, NAK, encode_pub, pull_request, status_of
+from ..._runtime import NatsSubscription, Runtime
+from ...message import Msg
+from ._pull import PullTarget, pulled_message
+from ._status import StatusKind, classify
+from .options import FetchOptions
+
+__all__ = ["SinglePull"]
+
+log = logging.getLogger("jetstream_sync")
+
+#: seconds without a next() after which the subscription is dropped (the next call subscribes again)
+IDLE_UNSUBSCRIBE = 30.0
+
+
+class _Call:
+    """One next(): its reply token, and the one-shot hand-off from the IO thread."""
+
+    __slots__ = ("activity", "done", "error", "lock", "msg", "token")
+
+    def __init__(self, token: bytes) -> None:
+        self.token = token
+        self.msg: Msg | None = None
+        self.error: BaseException | None = None
+        self.done = False
+        self.activity = time.monotonic()  # last time anything of this pull arrived (heartbeats)
+        self.lock = threading.Lock()
+        self.lock.acquire()
+
+
+class SinglePull:
+    """The reusable Pull(1) of one consumer handle. ``next`` runs on the calling thread; the rest on the IO
+    thread, but for ``_handoff``, the mutex that settles a message arriving as its call gives up."""
+
+    def __init__(self, runtime: Runtime, target: PullTarget) -> None:
+        self.runtime = runtime
+        self.target = target
+        self.busy = threading.Lock()  # one call at a time; a concurrent one goes through FetchPull
+        self._handoff = threading.Lock()
+        self._current: _Call | None = None
+        self._sub: NatsSubscription | None = None
+        self._prefix = b""
+        self._counter = 0
+        self._last_used = 0.0
+        self._watching = False
+        runtime.track(self)  # held weakly: told when the client closes
+
+    @property
+    def label(self) -> str:
+        return self.target.label
+
+    # -- the calling thread -------------------------------------------------------------------------------
+    def next(self, options: FetchOptions) -> Msg:
+        """One message, or TimeoutError when the pull expires without one. Hold :attr:`busy` to call."""
+        runtime = self.runtime
+        if self._sub is None:
+            self._subscribe()
+        self._counter += 1
+        call = _Call(b"%x" % self._counter)
+        body = pull_request(1, options.pull_expires, 0, options.heartbeat, options.no_wait)
+        with self._handoff:
+            self._current = call
+        self._last_used = time.monotonic()
+        wait = runtime.default_timeout if options.no_wait else options.expires + options.grace
+        deadline = self._last_used + wait
+        try:
+            runtime.send_waiting(encode_pub(self.target.next_subject, self._prefix + call.token, None, body), wait)
+            self._wait(call, deadline, options.heartbeat)
+        finally:
+            with self._handoff:
+                if self._current is call:
+                    self._current = None
+            self._last_used = time.monotonic()
+        if call.msg is not None:
+            return call.msg
+        if call.error is not None:
+            raise call.error
+        raise errors.TimeoutError(f"no message from {self.label} within {options.expires:g}s")
+
+    def _wait(self, call: _Call, deadline: float, heartbeat: float) -> None:
+        """Until the IO thread settles the call or the deadline passes; with heartbeats asked for, twice the
+        heartbeat without a word from the server ends it with MissedHeartbeatError."""
+        while True:
+            left = deadline - time.monotonic()
+            slice_ = min(left, 2 * heartbeat) if heartbeat else left
+            if slice_ > 0 and call.lock.acquire(timeout=slice_):
+                return
+            with self._handoff:
+                if call.done:  # settled while we stopped waiting: take it
+                    return
+                now = time.monotonic()
+                if now >= deadline:
+                    call.done = True
+                    return
+                if heartbeat and now - call.activity >= 2 * heartbeat:
+                    call.done = True
+                    call.error = errors.MissedHeartbeatError(
+                        f"next: nothing from the server for {2 * heartbeat:g}s (twice the idle heartbeat)"
+                    )
+                    return
+
+    def _subscribe(self) -> None:
+        """The first call (or the first after an idle drop): subscribe on the IO thread, where a drop posted
+        earlier has run before, so the listener is added after that drop removed it."""
+        inbox = self.runtime.new_inbox()
+        self._prefix = (inbox + ".").encode()
+        self._sub = self.runtime.call(self._subscribe_async(inbox + ".*"), self.runtime.default_timeout, "next")
+        if not self._watching:
+            self._watching = True
+            self.runtime.watch(self._check_idle)
+
+    async def _subscribe_async(self, subject: str) -> NatsSubscription:
+        sub = await self.runtime.subscribe_async(subject, self._on_message)
+        self.runtime.add_listener(self)
+        return sub
+
+    # -- the watchdog (the shared watch tick) -------------------------------------------------------------
+    def _check_idle(self, now: float) -> None:
+        if self._sub is not None and now - self._last_used > IDLE_UNSUBSCRIBE and self.busy.acquire(blocking=False):
+            try:
+                sub, self._sub = self._sub, None
+                self._watching = False
+                self.runtime.unwatch(self._check_idle)
+                if sub is not None:
+                    self.runtime.post_if_open(lambda: self._drop(sub))
+            finally:
+                self.busy.release()
+
+    # -- the IO thread ----------------------------------------------------------------------------------
+    def _drop(self, sub: NatsSubscription) -> None:
+        self.runtime.remove_listener(self)
+        self.runtime.unsubscribe_soon(sub, self.label)
+
+    def _on_message(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
+        if reply.startswith(ACK_PREFIX):
+            self._on_delivery(subject, reply, data, headers)
+            return
+        status, description = status_of(headers)
+        if status is None:
+            return
+        with self._handoff:
+            call = self._current
+            if call is None or call.done or subject[len(self._prefix) :] != call.token:
+                return  # an earlier call's status
+            call.activity = time.monotonic()
+            kind, exc = classify(status, description)
+            if kind is StatusKind.HEARTBEAT:
+                return
+            log.debug("next %s: status %d %s", self.label, status, description)
+            if kind is StatusKind.NO_RESPONDERS:
+                exc = errors.ConsumerNotFoundError(
+                    503,
+                    10014,
+                    f"no responders for a pull on {self.label}: the consumer does not exist "
+                    "or JetStream is not available",
+                )
+            elif kind is StatusKind.QUIET or kind is StatusKind.RESET:
+                exc = None
+            self._settle(call, None, exc)
+
+    def _on_delivery(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
+        msg = pulled_message(self.runtime, self.target, subject, reply, data, headers)
+        with self._handoff:
+            call = self._current
+            if call is not None and not call.done:
+                self._settle(call, msg, None)
+                return
+        # its call gave up as it arrived: give it back now rather than after the consumer's ack wait
+        log.debug("next %s: a message arrived after its call ended; nak", self.label)
+        if not self.target.ack_none:
+            self.runtime.send_now(encode_pub(reply, b"", None, NAK))
+
+    @staticmethod
+    def _settle(call: _Call, msg: Msg | None, error: BaseException | None) -> None:
+        """``_handoff`` held: hand the call its outcome and wake it."""
+        call.msg, call.error, call.done = msg, error, True
+        call.lock.release()
+
+    # -- connection events (IO thread) ----------------------------------------------------------------------
+    def on_disconnected(self) -> None:
+        """The pull request is most likely gone with the connection: end the call now (as FetchPull does)."""
+        with self._handoff:
+            call = self._current
+            if call is not None and not call.done:
+                self._settle(call, None, None)
+
+    def on_reconnected(self) -> None:
+        return
+
+    def on_client_closed(self, exc: BaseException) -> None:
+        with self._handoff:
+            call = self._current
+            if call is not None and not call.done:
+                self._settle(call, None, exc)
