@@ -147,7 +147,7 @@ def make_peers(wanted: list[str]) -> list[Peer]:
 
 
 # -- cases -----------------------------------------------------------------------------------------------------------
-THROUGHPUT, LATENCY, BYTES = "msgs/s", "p50 ms", "MB/s"
+THROUGHPUT, LATENCY, BYTES, RSS = "msgs/s", "p50 ms", "MB/s", "peak RSS MiB"
 
 
 @dataclass(frozen=True)
@@ -164,6 +164,7 @@ class Case:
     ack: AckPolicy = AckPolicy.EXPLICIT
     batch: int = 1000
     p50_row: bool = False  # a throughput case whose calls' p50 latency is a row of its own (``<id>_p50``)
+    ours_only: bool = False  # a property of this client (bounded memory), not a comparison
 
 
 CASES = [
@@ -185,6 +186,8 @@ CASES = [
     Case("kv_put", "KV put", LATENCY, "kv", (128,), {"full": (2_000,), "quick": (500,)}, warmup=200),
     Case("obj_put", "object store put", BYTES, "obj", (16 * MIB,), {"full": (3,), "quick": (2,)}, warmup=1),
     Case("obj_get", "object store get", BYTES, "obj", (16 * MIB,), {"full": (3,), "quick": (2,)}, warmup=1),
+    Case("slow_consume_rss", "slow consumer (0.2 ms a message, max_messages=1000), peak RSS above the idle client",
+         RSS, "filled", (16 * KIB,), {"full": (10_000,), "quick": (3_000,)}, warmup=1, batch=1000, ours_only=True),
 ]  # fmt: skip
 
 # (case, size, peer, op, threshold): issue 14's targets; ratio = ours / peer in the same repetition
@@ -323,10 +326,14 @@ def metric_of(case: Case, size: int, result: dict[str, Any]) -> float:
         return float(result["p50_ms"])
     if case.metric == BYTES:
         return result["count"] * size / result["seconds"] / 1e6
+    if case.metric == RSS:
+        return result["rss_over_kib"] / 1024
     return result["count"] / result["seconds"]
 
 
 def run_case(admin: Admin, case: Case, mode: str, reps: int, peers: list[Peer], table: Table) -> None:
+    if case.ours_only:
+        peers = [p for p in peers if p.key == "ours"]
     for size, count in zip(case.sizes, case.counts[mode], strict=True):
         warmup = case.warmup or max(100, count // 10)
         print(f"\n== {case.label}, {size_label(size)}: {count:,} timed after {warmup:,} warm-up", flush=True)
@@ -362,6 +369,8 @@ def run_case(admin: Admin, case: Case, mode: str, reps: int, peers: list[Peer], 
 def fmt(metric: str, value: float) -> str:
     if metric == LATENCY:
         return f"{value:.3f} ms"
+    if metric == RSS:
+        return f"{value:.1f} MiB"
     return f"{value:,.1f}" if metric == BYTES else f"{value:,.0f}"
 
 
@@ -404,6 +413,13 @@ def check_targets(table: Table) -> list[dict[str, Any]]:
         met = median >= threshold if op == ">=" else median <= threshold
         rows.append({"case": case_id, "size": size, "peer": peer, "ratio": median, "op": op,
                      "threshold": threshold, "met": met, "range": [min(ratios), max(ratios)]})  # fmt: skip
+    for case in CASES:  # bounded memory: the peak within twice what max_messages allows (buffer + working set)
+        if case.metric == RSS and (case.id, case.sizes[0], "ours") in table.samples:
+            peaks = [s.value for s in table.samples[(case.id, case.sizes[0], "ours")]]
+            bound = 2 * case.batch * case.sizes[0] / MIB
+            rows.append({"case": case.id, "size": case.sizes[0], "peer": "bound", "ratio": max(peaks) / bound,
+                         "op": "<=", "threshold": 1.0, "met": max(peaks) <= bound,
+                         "range": [min(peaks), max(peaks)]})  # fmt: skip
     return rows
 
 

@@ -92,6 +92,38 @@ def consume(job: Job, ack: bool) -> dict[str, Any]:
     return watch.measured.result(CLIENT, job.count)
 
 
+def proc_status_kib(field: str) -> int:
+    """A ``/proc/self/status`` figure in KiB (VmRSS: now, VmHWM: the peak so far)."""
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith(field + ":"))
+
+
+def slow_consume_rss(job: Job) -> dict[str, Any]:
+    """A handler slower than the stream (0.2 ms a message): the peak RSS above the connected client's must stay
+    within ``batch`` (the consume's max_messages) x the message size plus working memory."""
+    watch, done, seen = Stopwatch(), threading.Event(), 0
+
+    def handler(msg: Msg) -> None:
+        nonlocal seen
+        time.sleep(0.0002)
+        msg.ack()
+        seen += 1
+        if seen == job.total:
+            done.set()
+
+    with connect(job) as nc:
+        consumer = nc.jetstream().consumer(job.stream, job.consumer)
+        baseline = proc_status_kib("VmRSS")
+        with watch.running():
+            context = consumer.consume(handler, max_messages=job.batch)
+            finished = done.wait(PATIENCE)
+            context.stop()
+            context.wait(10)
+        peak = proc_status_kib("VmHWM")
+    check(finished, f"consume handled {seen} of {job.total} messages in {PATIENCE:g} s")
+    return {**watch.measured.result(CLIENT, job.count), "rss_over_kib": peak - baseline}
+
+
 def fetch_ack(job: Job) -> dict[str, Any]:
     watch = Stopwatch()
 
@@ -198,5 +230,6 @@ if __name__ == "__main__":
             "kv_put": kv_put,
             "obj_put": obj_put,
             "obj_get": obj_get,
+            "slow_consume_rss": slow_consume_rss,
         }
     )
