@@ -16,11 +16,12 @@ Cases (the issue's targets are ratios ours / nats-py, per repetition, median rep
     watch       watch_all() (nats-py watchall()) until the initial values are in (the None): seconds
                                                                                     target >= 2x faster
 
-Method: as benchmarks/run.py. One EmbeddedServer; the buckets are created and filled by an admin client
-(identical data for both); each measurement opens its own connection (nats-py on a fresh event loop), warms up
-untimed, then times only the measured part; the order of the two is reversed every repetition. Latencies are
-per call (time.perf_counter); listings are wall time of the whole call. Every listing and watch must return
-exactly the expected number of keys on both sides (the run stops otherwise).
+Method: both clients in this process (benchmarks/run.py compares four clients in processes of their own; this
+script goes deeper into KV, against nats-py alone). One EmbeddedServer; the buckets are created and filled by an
+admin client (identical data for both); each measurement opens its own connection (nats-py on a fresh event
+loop), warms up untimed, then times only the measured part; the order of the two is reversed every repetition.
+Latencies are per call (time.perf_counter); listings are wall time of the whole call. Every listing and watch
+must return exactly the expected number of keys on both sides (the run stops otherwise).
 
 The latency cases move with the machine more than the others: the requesting thread writes its request itself
 (the socket gate), but the reply still crosses from the IO thread to it (one thread wake-up nats-py's single

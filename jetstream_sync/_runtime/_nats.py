@@ -245,6 +245,10 @@ class GatedTcpTransport(nats.aio.transport.TcpTransport):
             super().close()  # type: ignore[no-untyped-call]
 
 
+# write_now joins a burst into one buffer when its parts average less than this many bytes
+_JOIN_BELOW = 2048
+
+
 # -- the connection ---------------------------------------------------------------------------------------
 class NatsConnection(nats.aio.client.Client):
     """nats-py's client with a synchronous dispatch path for our subscriptions, and the few facts the runtime
@@ -354,8 +358,13 @@ class NatsConnection(nats.aio.client.Client):
             return False
         if len(commands) == 1:
             transport.write(commands[0])
+        elif size < _JOIN_BELOW * len(commands):
+            # Small commands (acks, small publishes) as one buffer: from Python 3.12 writelines keeps every part
+            # as a buffer of its own for sendmsg, and 100,000 of them cost more than joining them (core publish
+            # of 128 B: 400k msgs/s on 3.13 with writelines, 600k joined; 3.11's writelines joins them itself).
+            transport.write(b"".join(commands))
         else:
-            transport.writelines(commands)
+            transport.writelines(commands)  # large payloads: 3.12+ sends them without a copy
         self._count_out(commands, size, count)
         return True
 
