@@ -3,8 +3,8 @@
 
 Usage (from the repository root, in the dev virtualenv: ``pip install -e '.[dev]'``):
 
-    python benchmarks/run.py                       # 3 repetitions, full counts (about 15 minutes)
-    python benchmarks/run.py --quick               # 3 repetitions, small counts (about 4 minutes)
+    python benchmarks/run.py                       # 3 repetitions, full counts (about 4 minutes)
+    python benchmarks/run.py --quick               # 3 repetitions, small counts (about 2 minutes)
     python benchmarks/run.py --only consume_ack,next_waiting --peers ours,natsio
     python benchmarks/run.py --reps 5 --out results/
 
@@ -442,7 +442,7 @@ def environment(argv: list[str]) -> dict[str, Any]:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--quick", action="store_true", help="small counts (about 4 minutes)")
+    parser.add_argument("--quick", action="store_true", help="small counts (about 2 minutes)")
     parser.add_argument("--reps", type=int, default=3, help="repetitions per case and size (default 3)")
     parser.add_argument("--only", help="comma-separated case ids: " + ", ".join(c.id for c in CASES))
     parser.add_argument("--peers", default="ours,nats-py,natsio,nats.js", help="comma-separated peers")
