@@ -14,7 +14,10 @@ Routing: JetStream delivers a pulled message with its stored subject in the MSG 
 current call's whatever its subject (only one call at a time uses the subscription); statuses (404/408
 expired, 409, heartbeats) come on the pull's own reply subject, so one meant for an earlier call is
 recognised by its token and ignored. A message that arrives when no call waits for it (its call gave up
-at the same moment) is given back to the server with a nak rather than left to its ack wait.
+at the same moment) is given back to the server with a nak rather than left to its ack wait. One that arrives
+for a call that gave up while the next call waits goes to that next call (a valid, unacknowledged message of
+the same consumer); the next call's own pull then stays open on the server until it expires, and what it
+brings with no call waiting is nak'd as above.
 
 Only plain ``next()`` calls come here: with a priority group, or while another thread's ``next()`` on the same
 handle is running, the call goes through :class:`FetchPull` as before. The subscription is dropped after
