@@ -54,7 +54,7 @@ class ChunkReader(asyncio.StreamReader):
         if transport is not None and not inner._paused and self._chunked > PAUSE_ABOVE:
             try:
                 transport.pause_reading()
-            except NotImplementedError:
+            except NotImplementedError:  # a transport that cannot pause: as asyncio's reader, stop trying
                 inner._transport = None
             else:
                 inner._paused = True

@@ -32,7 +32,15 @@ from ._status import StatusKind, classify
 from .delivery import ConsumeStats
 from .options import FetchOptions, PullPlan, PullPriority
 
-__all__ = ["AckNextPull", "ContinuousPull", "FetchPull", "PinTracker", "PullTarget", "pulled_message"]
+__all__ = [
+    "AckNextPull",
+    "ContinuousPull",
+    "FetchPull",
+    "PinTracker",
+    "PullTarget",
+    "pull_unanswered",
+    "pulled_message",
+]
 
 log = logging.getLogger("jetstream_sync")
 
@@ -93,6 +101,15 @@ def pulled_message(
     byte limits as the server counts it (subject, reply, headers and data)."""
     size = len(subject) + len(reply) + len(data) + (len(headers) if headers else 0)
     return Msg(subject.decode(), reply.decode(), data, headers, runtime, size=size, ack_none=target.ack_none)
+
+
+def pull_unanswered(label: str) -> errors.ConsumerNotFoundError:
+    """What a one-off pull (fetch, next) ends with when its request met no responders (503)."""
+    return errors.ConsumerNotFoundError(
+        503,
+        10014,
+        f"no responders for a pull on {label}: the consumer does not exist or JetStream is not available",
+    )
 
 
 # -- the common part ----------------------------------------------------------------------------------------
@@ -232,14 +249,7 @@ class FetchPull(_PullEngine):
                 self.target.pin.id = ""
             self._finish(exc)
         elif kind is StatusKind.NO_RESPONDERS:
-            self._finish(
-                errors.ConsumerNotFoundError(
-                    503,
-                    10014,
-                    f"no responders for a pull on {self.label}: the consumer does not exist "
-                    "or JetStream is not available",
-                )
-            )
+            self._finish(pull_unanswered(self.label))
         else:
             self._finish(exc)
 

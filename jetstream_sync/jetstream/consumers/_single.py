@@ -34,7 +34,7 @@ from ... import errors
 from ..._protocol import ACK_PREFIX, NAK, encode_pub, pull_request, status_of
 from ..._runtime import NatsSubscription, Runtime
 from ...message import Msg
-from ._pull import PullTarget, pulled_message
+from ._pull import PullTarget, pull_unanswered, pulled_message
 from ._status import StatusKind, classify
 from .options import FetchOptions
 
@@ -181,12 +181,7 @@ class SinglePull:
                 return
             log.debug("next %s: status %d %s", self.label, status, description)
             if kind is StatusKind.NO_RESPONDERS:
-                exc = errors.ConsumerNotFoundError(
-                    503,
-                    10014,
-                    f"no responders for a pull on {self.label}: the consumer does not exist "
-                    "or JetStream is not available",
-                )
+                exc = pull_unanswered(self.label)
             elif kind is StatusKind.QUIET or kind is StatusKind.RESET:
                 exc = None
             self._settle(call, None, exc)
