@@ -7,8 +7,10 @@ the consume baseline, ``fetch(1)`` its next(). Acks are ``await msg.ack()``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.metadata
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import nats
@@ -18,14 +20,19 @@ perf = time.perf_counter
 CLIENT = f"nats-py {importlib.metadata.version('nats-py')}"
 
 
-async def connect(job: Job) -> Any:
-    return await nats.connect(job.url, name="bench-natspy")
+@contextlib.asynccontextmanager
+async def connected(job: Job) -> AsyncIterator[Any]:
+    """One connection for the run, closed at the end whatever happens."""
+    nc = await nats.connect(job.url, name="bench-natspy")
+    try:
+        yield nc
+    finally:
+        await nc.close()
 
 
 async def core_publish(job: Job) -> dict[str, Any]:
     payload, watch = job.payload, Stopwatch()
-    nc = await connect(job)
-    try:
+    async with connected(job) as nc:
         for _ in range(job.warmup):
             await nc.publish(job.subject, payload)
         await nc.flush(PATIENCE)
@@ -34,15 +41,12 @@ async def core_publish(job: Job) -> dict[str, Any]:
             await nc.publish(job.subject, payload)
         await nc.flush(PATIENCE)
         watch.stop()
-    finally:
-        await nc.close()
     return watch.measured.result(CLIENT, job.count)
 
 
 async def js_publish(job: Job) -> dict[str, Any]:
     payload, watch = job.payload, Stopwatch()
-    nc = await connect(job)
-    try:
+    async with connected(job) as nc:
         js = nc.jetstream()
         for _ in range(job.warmup):
             await js.publish(job.subject, payload)
@@ -51,15 +55,12 @@ async def js_publish(job: Job) -> dict[str, Any]:
                 t = perf()
                 await js.publish(job.subject, payload)
                 measured.latencies.append(perf() - t)
-    finally:
-        await nc.close()
     return watch.measured.result(CLIENT, job.count)
 
 
 async def publish_async(job: Job) -> dict[str, Any]:
     payload, watch = job.payload, Stopwatch()
-    nc = await connect(job)
-    try:
+    async with connected(job) as nc:
         js = nc.jetstream(publish_async_max_pending=job.window)
 
         async def publish_all(count: int) -> list[Any]:
@@ -73,16 +74,13 @@ async def publish_async(job: Job) -> dict[str, Any]:
         watch.stop()
         failed = [f.exception() for f in futures if f.exception() is not None]
         check(not failed, f"{len(failed)} publishes failed, first: {failed[:1]}")
-    finally:
-        await nc.close()
     return watch.measured.result(CLIENT, job.count)
 
 
 async def fetch_loop(job: Job, ack: bool) -> dict[str, Any]:
     """fetch_ack, and the consume cases: nats-py's way of reading a pull consumer continuously."""
     watch = Stopwatch()
-    nc = await connect(job)
-    try:
+    async with connected(job) as nc:
         sub = await nc.jetstream().pull_subscribe_bind(durable=job.consumer, stream=job.stream)
 
         async def fetch_n(count: int) -> None:
@@ -99,15 +97,12 @@ async def fetch_loop(job: Job, ack: bool) -> dict[str, Any]:
         watch.start()
         await fetch_n(job.count)
         watch.stop()
-    finally:
-        await nc.close()
     return watch.measured.result(CLIENT, job.count)
 
 
 async def next_waiting(job: Job) -> dict[str, Any]:
     watch = Stopwatch()
-    nc = await connect(job)
-    try:
+    async with connected(job) as nc:
         sub = await nc.jetstream().pull_subscribe_bind(durable=job.consumer, stream=job.stream)
         for _ in range(job.warmup):
             await (await sub.fetch(1, timeout=5.0))[0].ack()
@@ -117,15 +112,12 @@ async def next_waiting(job: Job) -> dict[str, Any]:
                 msg = (await sub.fetch(1, timeout=5.0))[0]
                 measured.latencies.append(perf() - t)
                 await msg.ack()
-    finally:
-        await nc.close()
     return watch.measured.result(CLIENT, job.count)
 
 
 async def kv_get(job: Job) -> dict[str, Any]:
     watch = Stopwatch()
-    nc = await connect(job)
-    try:
+    async with connected(job) as nc:
         kv = await nc.jetstream().key_value(job.bucket)
         for _ in range(job.warmup):
             await kv.get("k")
@@ -135,15 +127,12 @@ async def kv_get(job: Job) -> dict[str, Any]:
                 await kv.get("k")
                 measured.latencies.append(perf() - t)
         check(len((await kv.get("k")).value or b"") == job.size, "the value read back has the wrong size")
-    finally:
-        await nc.close()
     return watch.measured.result(CLIENT, job.count)
 
 
 async def kv_put(job: Job) -> dict[str, Any]:
     payload, watch = job.payload, Stopwatch()
-    nc = await connect(job)
-    try:
+    async with connected(job) as nc:
         kv = await nc.jetstream().key_value(job.bucket)
         for _ in range(job.warmup):
             await kv.put("k", payload)
@@ -152,15 +141,12 @@ async def kv_put(job: Job) -> dict[str, Any]:
                 t = perf()
                 await kv.put("k", payload)
                 measured.latencies.append(perf() - t)
-    finally:
-        await nc.close()
     return watch.measured.result(CLIENT, job.count)
 
 
 async def obj_put(job: Job) -> dict[str, Any]:
     data, watch = bytes(i % 251 for i in range(job.size)), Stopwatch()
-    nc = await connect(job)
-    try:
+    async with connected(job) as nc:
         store = await nc.jetstream().object_store(job.bucket)
         for i in range(job.warmup):
             await store.put(f"w{i}", data)
@@ -168,15 +154,12 @@ async def obj_put(job: Job) -> dict[str, Any]:
         for i in range(job.count):
             await store.put(f"o{i}", data)
         watch.stop()
-    finally:
-        await nc.close()
     return watch.measured.result(CLIENT, job.count)
 
 
 async def obj_get(job: Job) -> dict[str, Any]:
     watch = Stopwatch()
-    nc = await connect(job)
-    try:
+    async with connected(job) as nc:
         store = await nc.jetstream().object_store(job.bucket)
         for _ in range(job.warmup):
             check(len((await store.get("obj")).data or b"") == job.size, "the object read back has the wrong size")
@@ -184,8 +167,6 @@ async def obj_get(job: Job) -> dict[str, Any]:
         sizes = [len((await store.get("obj")).data or b"") for _ in range(job.count)]
         watch.stop()
         check(sizes == [job.size] * job.count, f"objects read back with sizes {sorted(set(sizes))}")
-    finally:
-        await nc.close()
     return watch.measured.result(CLIENT, job.count)
 
 
