@@ -52,6 +52,9 @@ _NO_WAIT_ONE = b'{"batch":1,"no_wait":true}'
 # config asking for delivery to one subject must not silently bind to a consumer delivering to another.
 _BINDING_FIELDS = frozenset({"name", "durable_name", "deliver_group", "filter_subject", "filter_subjects", "metadata"})
 _DEFAULTS = {f.name: f.default for f in attrs.fields(ConsumerConfig)}
+# How long a subscribe waits for the server to drop a previous subscriber's binding, and how often it asks.
+_UNBIND_GRACE = 1.0
+_UNBIND_POLL = 0.02
 
 
 # -- the ADR-15 checks --------------------------------------------------------------------------------------
@@ -144,6 +147,24 @@ def _lookup(js: JetStream, stream: str, name: str) -> ConsumerInfo | None:
         return js.consumer_info(stream, name)
     except errors.ConsumerNotFoundError:
         return None
+
+
+def _settle_unbound(js: JetStream, info: ConsumerInfo, queue: str | None) -> ConsumerInfo | None:
+    """Give the server a moment to see that a previous subscriber of this consumer went away.
+
+    The server clears ``push_bound`` when it notices the deliver subject lost its interest, which happens
+    asynchronously after the UNSUB: a subscribe right after an unsubscribe (nats.go #1269) would otherwise
+    see the old binding and fail with DuplicateSubscriptionError. A genuine second subscriber still fails,
+    ``_UNBIND_GRACE`` later.
+    """
+    if queue is not None or info.config.deliver_group or not info.push_bound:
+        return info
+    deadline = time.monotonic() + _UNBIND_GRACE
+    current: ConsumerInfo | None = info
+    while current is not None and current.push_bound and time.monotonic() < deadline:
+        time.sleep(_UNBIND_POLL)
+        current = _lookup(js, info.stream_name, info.name)
+    return current
 
 
 def _create(js: JetStream, stream: str, config: ConsumerConfig) -> ConsumerInfo | None:
@@ -357,6 +378,8 @@ def subscribe(
 
     # -- look the consumer up ---------------------------------------------------------------------------
     info = _lookup(js, stream_name, name) if name is not None else None
+    if info is not None:
+        info = _settle_unbound(js, info, queue)
     if info is None and bind:
         raise errors.ConsumerNotFoundError(404, 10014, f"consumer {name!r} not found on stream {stream_name!r}")
     if info is not None:

@@ -41,6 +41,19 @@ def test_push_bound_duplicate(js, stream, name):
     first.unsubscribe()
 
 
+def test_resubscribe_right_after_unsubscribe(js, stream, name):
+    """nats.go #1269: the server clears push_bound a moment after the UNSUB; a rebind must not race it."""
+    stream.create_or_update_push_consumer(push_config(name, "again"))
+    for round_ in range(15):
+        sub = js.subscribe(None, durable="again", stream=name, bind=True)
+        js.publish(f"{name}.a", b"%d" % round_)
+        msg = sub.next_msg(2)
+        assert msg.data == b"%d" % round_
+        msg.ack_sync()
+        sub.unsubscribe()
+    assert consumers(js, name) == {"again"}
+
+
 def test_non_queue_subscribe_on_queue_consumer(js, stream, name):
     member = js.subscribe(f"{name}.a", durable="qb", queue="g")
     with pytest.raises(errors.ConsumerIsQueueBoundError):
