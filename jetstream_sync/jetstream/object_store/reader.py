@@ -1,7 +1,8 @@
 """ObjectReader: one object's data as a readable binary file, streamed chunk by chunk.
 
 The chunks come through an ordered pull consumer filtered on the object's chunk subject, pulling at most
-:data:`READ_WINDOW` chunks at a time, so a reader holds a few chunks in memory whatever the object's size, and
+:func:`read_window` chunks (about :data:`READ_BUDGET` bytes) at a time, so a reader holds that much in memory
+whatever the object's size, and
 a slow reader slows the stream instead of piling messages up: there is no push flow control to answer, so
 nothing can stall the way nats.js #430 did, and nothing is dropped. The ordered consumer heals restarts and
 reconnects in the middle of a read without a gap or a repeat.
@@ -33,12 +34,29 @@ from ._meta import digest_matches
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
 
-__all__ = ["READ_WINDOW", "ObjectReader"]
+__all__ = ["READ_BUDGET", "ObjectReader", "read_window"]
 
 log = logging.getLogger("jetstream_sync")
 
-#: chunks asked for per pull; at most this many (and the one being read) are held by a reader
-READ_WINDOW = 4
+#: bytes of chunks a reader asks for at a time, and so about what it holds (with the chunk being read; at least
+#: two chunks whatever their size). 2 MiB is
+#: 16 chunks of the default 128 KiB: four chunks left a 16 MiB read waiting on the round trip of every second
+#: pull (455 against 620 MiB/s, measured side by side on one machine)
+READ_BUDGET = 2 * 1024 * 1024
+#: the fewest and the most chunks a pull asks for, whatever the chunk size
+READ_WINDOW_BOUNDS = (2, 32)
+
+
+def read_window(info: ObjectInfo) -> int:
+    """How many chunks a reader of this object pulls at a time: :data:`READ_BUDGET` over its chunk size.
+
+    The chunk size is the one the object was written with, or its size over its chunks when the writer did
+    not record it (other clients): the latter can only be smaller, never asking for more than twice the budget.
+    """
+    chunk = info.max_chunk_size or (-(-info.size // info.chunks) if info.chunks else 1)
+    fewest, most = READ_WINDOW_BOUNDS
+    return max(fewest, min(most, READ_BUDGET // max(chunk, 1)))
+
 
 #: how often a waiting read asks whether its object was replaced or deleted meanwhile
 REPLACED_CHECK = 1.0
@@ -79,7 +97,7 @@ class ObjectReader(io.RawIOBase):
             self._consumer = open_consumer()
             try:
                 self._messages = self._consumer.messages(
-                    until_drained=True, max_messages=READ_WINDOW, error_handler=self._on_error
+                    until_drained=True, max_messages=read_window(info), error_handler=self._on_error
                 )
             except BaseException:
                 self._consumer.close()

@@ -87,7 +87,7 @@ def test_bucket_deleted_under_the_handle(js, obs):
 
 
 def test_deleting_the_bucket_ends_a_watch_and_a_read(js, obs):
-    obs.put("big", b"x" * 2_000_000)
+    obs.put("big", b"x" * 8_000_000)  # 62 chunks: more than a read window
     w = obs.watch()
     assert w.next(5).name == "big" and w.next(5) is None
     r = obs.get("big", timeout=20)

@@ -71,7 +71,7 @@ def test_update_meta_racing_puts_never_points_at_purged_chunks(js, obs):
 
 
 def test_replaced_while_reading_says_so_without_waiting_out_the_timeout(obs):
-    obs.put("doc", b"1" * 2_000_000)
+    obs.put("doc", b"1" * 8_000_000)  # 62 chunks: more than a read window
     with obs.get("doc") as r:  # the default 30 s chunk timeout
         assert r.read(10) == b"1" * 10
         obs.put("doc", b"2" * 10)  # purges the chunks the reader has not received yet
@@ -84,7 +84,7 @@ def test_replaced_while_reading_says_so_without_waiting_out_the_timeout(obs):
 
 
 def test_deleted_while_reading_says_so(obs):
-    obs.put("doc", b"1" * 2_000_000)
+    obs.put("doc", b"1" * 8_000_000)
     with obs.get("doc") as r:
         assert r.read(10)
         obs.delete("doc")
