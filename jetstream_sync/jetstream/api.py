@@ -84,7 +84,7 @@ class JetStreamAPI:
         deadline = time.monotonic() + seconds
 
         def attempt() -> dict[str, Any]:
-            reply = self.request_raw(subject, body, split_timeout(seconds, deadline) or 0.001)
+            reply = self.request_raw(subject, body, split_timeout(seconds, deadline))
             return api_response(reply.data, subject)
 
         return within_deadline(self.retry, deadline)(attempt)

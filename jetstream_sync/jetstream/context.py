@@ -423,7 +423,7 @@ class JetStream(KeyValueManager, ObjectStoreManager):
         deadline = time.monotonic() + seconds
 
         def attempt() -> RawReply:
-            return self._runtime.request(encode, split_timeout(seconds, deadline) or 0.001, what)
+            return self._runtime.request(encode, split_timeout(seconds, deadline), what)
 
         try:
             return within_deadline(self.api.retry, deadline)(attempt)

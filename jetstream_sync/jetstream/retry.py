@@ -36,6 +36,8 @@ __all__ = [
 #: leader leaves time for another try (but never less than _MIN_ATTEMPT_TIMEOUT)
 API_ATTEMPTS = 3
 _MIN_ATTEMPT_TIMEOUT = 1.0
+# The timeout of an attempt made at its deadline: the request still goes out and ends in its own TimeoutError.
+_LAST_ATTEMPT_TIMEOUT = 0.001
 
 # The API suffixes (after "$JS.API.") whose repetition is harmless. CONSUMER.CREATE needs the consumer's name
 # in the subject: without it the server names the consumer, and a repeat would make a second one.
@@ -109,6 +111,7 @@ def within_deadline(retry: tenacity.Retrying, deadline: float) -> tenacity.Retry
 
 def split_timeout(total: float, deadline: float) -> float:
     """The timeout of one attempt of a call that may be retried: a share of ``total`` (so a request lost with
-    a leader leaves time to ask again), never past ``deadline``."""
+    a leader leaves time to ask again), never past ``deadline``; a millisecond for an attempt made when the
+    deadline is reached, so it ends in the request's own TimeoutError rather than an invalid timeout."""
     share = max(_MIN_ATTEMPT_TIMEOUT, total / API_ATTEMPTS)
-    return max(0.0, min(share, deadline - time.monotonic()))
+    return max(_LAST_ATTEMPT_TIMEOUT, min(share, deadline - time.monotonic()))
