@@ -82,6 +82,36 @@ def view(entries) -> list[tuple[str, bytes, int, str]]:
     return out
 
 
+async def nats_py_listing(call: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
+    """``await call()`` for a nats-py ``keys()`` or ``history()``, asked up to three times while it raises
+    NoKeysError: nats-py's listings can end before their first entry (nats.py #842, its watcher's "done"
+    marker coming first), and a key or bucket that has entries then looks empty. A real empty listing still
+    raises NoKeysError, on the third try."""
+    from nats.js.errors import NoKeysError
+
+    for _ in range(2):
+        try:
+            return await call()
+        except NoKeysError:
+            continue
+    return await call()
+
+
+async def nats_py_watched(watcher: Any, count: int) -> list[Any]:
+    """The first ``count`` entries a nats-py watcher gives, skipping its "initial values done" None markers.
+
+    nats-py can put that marker first, before entries it already has (nats.py #842): it asks for the consumer's
+    info once the server has delivered everything, and counts only what its callback has handled so far. Waiting
+    for the entries themselves still fails (nats-py's TimeoutError, 5 s) when one never comes.
+    """
+    got = []
+    while len(got) < count:
+        entry = await watcher.updates(timeout=5)
+        if entry is not None:
+            got.append(entry)
+    return got
+
+
 def with_nats_py(url: str, body: Callable[[Any, Any], Coroutine[Any, Any, Any]]) -> Any:
     """Run ``await body(nc, js)`` on a nats-py connection to ``url``, in a fresh event loop."""
     import nats

@@ -6,7 +6,15 @@ from __future__ import annotations
 import pytest
 
 from jetstream_sync import KeyValueOp, errors
-from tests.server.jetstream.kv.kvhelpers import bucket, take, until_none, view, with_nats_py
+from tests.server.jetstream.kv.kvhelpers import (
+    bucket,
+    nats_py_listing,
+    nats_py_watched,
+    take,
+    until_none,
+    view,
+    with_nats_py,
+)
 
 KEYS = ["a", "b", "c", "d.e"]
 
@@ -18,7 +26,7 @@ async def _nats_py_history(js, name: str) -> dict[str, list]:
     out = {}
     for key in KEYS:
         try:
-            out[key] = view(await kv.history(key))
+            out[key] = view(await nats_py_listing(lambda key=key: kv.history(key)))
         except NoKeysError:
             out[key] = []
     return out
@@ -93,7 +101,7 @@ def test_written_here_read_by_nats_py(nats_server, js, name):
         status = await nkv.status()
         got = {"history": await _nats_py_history(njs, name)}
         got["a"] = (await nkv.get("a")).value
-        got["keys"] = sorted(await nkv.keys())
+        got["keys"] = sorted(await nats_py_listing(nkv.keys))
         deleted = []
         for key in ("b", "c"):
             try:
@@ -160,9 +168,7 @@ def test_nats_py_watcher_on_our_bucket(nats_server, js, name):
     async def watch(_nc, njs):
         nkv = await njs.key_value(name)
         w = await nkv.watchall()
-        got = []
-        while (entry := await w.updates(timeout=5)) is not None:
-            got.append(entry)
+        got = await nats_py_watched(w, len(ours))
         await w.stop()
         return view(got)
 
@@ -187,11 +193,9 @@ def test_nats_py_reads_revisions_history_watch_and_keys_of_ours(nats_server, js,
         nkv = await njs.key_value(name)
         old = await nkv.get("a.x", revision=r1)
         w = await nkv.watchall(include_history=True)
-        got = []
-        while (entry := await w.updates(timeout=5)) is not None:
-            got.append(entry)
+        got = await nats_py_watched(w, len(ours))
         await w.stop()
-        return old.value, view(got), sorted(await nkv.keys())
+        return old.value, view(got), sorted(await nats_py_listing(nkv.keys))
 
     old, watched, keys = with_nats_py(nats_server.url, read)
     assert old == b"1"
@@ -206,7 +210,10 @@ def test_our_watch_with_history_of_a_nats_py_bucket(nats_server, js, name):
             await nkv.put("k", value)
         await nkv.put("j", b"1")
         await nkv.delete("j")
-        history = view(await nkv.history("k")) + view(await nkv.history("j"))
+        history = [
+            *view(await nats_py_listing(lambda: nkv.history("k"))),
+            *view(await nats_py_listing(lambda: nkv.history("j"))),
+        ]
         return sorted(history, key=lambda e: e[2])
 
     theirs = with_nats_py(nats_server.url, write)
