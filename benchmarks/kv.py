@@ -48,7 +48,7 @@ from jetstream_sync import KeyValueConfig, StorageType
 from jetstream_sync.testing import EmbeddedServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import environment, percentile, warm_up_process
+from _inprocess import environment, percentile, warm_up_process
 
 VALUE = b"v" * 128
 CALLS = 2000
@@ -251,10 +251,9 @@ def main(argv: list[str]) -> int:
     # nats-py's keys(filters=...) warns on every call that servers before 2.10 may ignore filters
     logging.getLogger("nats.js.kv").setLevel(logging.ERROR)
     started = time.perf_counter()
-    env = environment([sys.argv[0], *argv])
+    env = environment(argv, script="benchmarks/kv.py")
     print("jetstream_sync KV vs nats-py KV")
-    print(f"  {'machine:':<16}{env['cpu']}, {env['cores']} cores ({env['cores_usable']} usable)")
-    for key in ("date", "python", "nats-py", "nats-server", "jetstream-sync", "command"):
+    for key in ("date", "machine", "python", "nats-py", "nats-server", "jetstream-sync", "command"):
         print(f"  {key + ':':<16}{env[key]}")
     mode = "quick" if args.quick else "full"
     print(f"  mode:           {mode}, {reps} repetitions, order reversed each, {count:,} keys listed")

@@ -59,7 +59,7 @@ from jetstream_sync import ObjectStoreConfig
 from jetstream_sync.testing import EmbeddedServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import environment, proc_status_kib, warm_up_process
+from _inprocess import environment, proc_status_kib, warm_up_process
 
 MiB = 1024 * 1024
 CHUNK = 128 * 1024
@@ -410,10 +410,9 @@ def main(argv: list[str]) -> int:
         rss_child(args)
         return 0
     started = time.perf_counter()
-    env = environment([sys.argv[0], *argv])
+    env = environment(argv, script="benchmarks/object_store.py")
     print("jetstream_sync object store vs nats-py object store")
-    print(f"  {'machine:':<16}{env['cpu']}, {env['cores']} cores ({env['cores_usable']} usable)")
-    for key in ("date", "python", "nats-py", "nats-server", "jetstream-sync", "command"):
+    for key in ("date", "machine", "python", "nats-py", "nats-server", "jetstream-sync", "command"):
         print(f"  {key + ':':<16}{env[key]}")
     mode = "quick" if args.quick else "full"
     print(

@@ -99,7 +99,8 @@ def main() -> None:
                 finally:
                     otel.uninstrument()
     seam = min(timeit.repeat("_telemetry.ACTIVE is not None", globals={"_telemetry": _telemetry}, number=10**6))
-    print(environment(sys.argv))
+    for key, value in environment(sys.argv[1:], script="benchmarks/otel_overhead.py").items():
+        print(f"  {key + ':':<16}{value}")
     print(f"{'case':<10}{'off':>14}{'on':>14}{'on/off':>10}  per repetition")
     for case in ("publish", "consume"):
         off, on = results[(case, "off")], results[(case, "on")]

@@ -423,7 +423,9 @@ def check_targets(table: Table) -> list[dict[str, Any]]:
     return rows
 
 
-def environment(argv: list[str]) -> dict[str, Any]:
+def environment(argv: list[str], script: str = "benchmarks/run.py") -> dict[str, Any]:
+    """Where and with what a run measured: printed at its start and kept in its results file; ``script`` and
+    ``argv`` make the command that repeats it (kv.py, object_store.py and otel_overhead.py report theirs)."""
     server = subprocess.run([find_server_binary(), "--version"], capture_output=True, text=True, check=False)
     cpu = "unknown"
     with contextlib.suppress(OSError), open("/proc/cpuinfo") as info:
@@ -435,7 +437,7 @@ def environment(argv: list[str]) -> dict[str, Any]:
         "nats-server": (server.stdout or server.stderr).strip(),
         "jetstream-sync": jetstream_sync.__version__,
         "nats-py": importlib.metadata.version("nats-py"),
-        "command": shlex.join(["python", "benchmarks/run.py", *argv]),
+        "command": shlex.join(["python", script, *argv]),
         "loadavg_start": os.getloadavg(),
     }
 

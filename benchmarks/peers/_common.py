@@ -105,6 +105,12 @@ def percentile(ordered: list[float], p: float) -> float:
     return ordered[max(0, math.ceil(p * len(ordered)) - 1)]
 
 
+def proc_status_kib(field: str) -> int:
+    """A ``/proc/self/status`` figure in KiB (VmRSS: now, VmHWM: the peak so far; Linux)."""
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith(field + ":"))
+
+
 def timed_calls(count: int, call: Callable[[], object], latencies: list[float]) -> None:
     """``count`` calls, the latency of each appended to ``latencies``."""
     perf = time.perf_counter

@@ -11,7 +11,7 @@ import threading
 import time
 from typing import Any
 
-from _common import PATIENCE, Job, Stopwatch, check, run_driver, timed_calls
+from _common import PATIENCE, Job, Stopwatch, check, proc_status_kib, run_driver, timed_calls
 
 import jetstream_sync
 from jetstream_sync import Msg
@@ -90,12 +90,6 @@ def consume(job: Job, ack: bool) -> dict[str, Any]:
         context.wait(10)
     check(finished, f"consume handled {seen} of {job.total} messages in {PATIENCE:g} s")
     return watch.measured.result(CLIENT, job.count)
-
-
-def proc_status_kib(field: str) -> int:
-    """A ``/proc/self/status`` figure in KiB (VmRSS: now, VmHWM: the peak so far)."""
-    with open("/proc/self/status") as status:
-        return next(int(line.split()[1]) for line in status if line.startswith(field + ":"))
 
 
 def slow_consume_rss(job: Job) -> dict[str, Any]:

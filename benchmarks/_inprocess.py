@@ -1,0 +1,41 @@
+"""What the in-process comparisons with nats-py (``kv.py``, ``object_store.py``) share with each other and with
+``run.py``: its environment report, and the measuring helpers of the peer drivers (``peers/_common.py``).
+
+``run.py`` measures every client in a process of its own; these two scripts measure ours and nats-py's in one
+process, for the operations ``run.py`` does not cover (listings, watches, 256 MiB objects, peak memory).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import nats
+
+import jetstream_sync
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE / "peers")]
+
+from _common import percentile, proc_status_kib  # noqa: E402
+from run import environment  # noqa: E402
+
+__all__ = ["environment", "percentile", "proc_status_kib", "warm_up_process"]
+
+
+def warm_up_process(url: str) -> None:
+    """Import and first-call costs of both libraries, paid once before any case."""
+    with jetstream_sync.connect(url, name="bench-warmup") as nc:
+        for _ in range(1000):
+            nc.publish("bench.warmup", b"x")
+        nc.flush(10)
+
+    async def natspy() -> None:
+        nc = await nats.connect(url, name="bench-warmup")
+        for _ in range(1000):
+            await nc.publish("bench.warmup", b"x")
+        await nc.flush(10)
+        await nc.close()
+
+    asyncio.run(natspy())

@@ -1,0 +1,62 @@
+"""The benchmark scripts still run, at their smallest, as the docs tell users to run them.
+
+They are measured by hand, never in tests (timings here would only be noise): this checks that each script
+starts, runs every case of ours and nats-py's once, verifies what it read back and writes its report, so a
+change of a shared helper cannot leave one of them broken until the next time somebody measures.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.helpers import REPO_ROOT
+
+BENCHMARKS = REPO_ROOT / "benchmarks"
+
+
+def run_script(name: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(BENCHMARKS / name), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=REPO_ROOT,
+    )
+
+
+def test_run_py_side_by_side_writes_its_results(tmp_path):
+    result = run_script(
+        "run.py",
+        "--quick",
+        "--reps",
+        "1",
+        "--only",
+        "core_publish,kv_get",
+        "--peers",
+        "ours,nats-py",
+        "--out",
+        str(tmp_path),
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "command:        python benchmarks/run.py --quick" in result.stdout
+    (results,) = tmp_path.glob("*-quick.json")
+    saved = json.loads(results.read_text())
+    assert set(saved["samples"]) >= {"core_publish|128|ours", "core_publish|128|nats-py", "kv_get|128|ours"}
+    assert saved["errors"] == []
+
+
+def test_kv_py_lists_and_watches_both_clients():
+    result = run_script("kv.py", "--quick", "--reps", "1", "--keys", "200")
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "command:        python benchmarks/kv.py --quick" in result.stdout
+    assert "checked: every listing and watch, on both sides, returned exactly the expected keys" in result.stdout
+
+
+def test_object_store_py_checks_every_byte_read_back():
+    result = run_script("object_store.py", "--quick", "--reps", "1", "--size", "2")
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "command:        python benchmarks/object_store.py --quick" in result.stdout
+    assert "every get delivered" in result.stdout and "peak RSS above an idle client" in result.stdout
