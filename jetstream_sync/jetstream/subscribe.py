@@ -52,9 +52,10 @@ _NO_WAIT_ONE = b'{"batch":1,"no_wait":true}'
 # config asking for delivery to one subject must not silently bind to a consumer delivering to another.
 _BINDING_FIELDS = frozenset({"name", "durable_name", "deliver_group", "filter_subject", "filter_subjects", "metadata"})
 _DEFAULTS = {f.name: f.default for f in attrs.fields(ConsumerConfig)}
-# How long a subscribe waits for the server to drop a previous subscriber's binding, and how often it asks.
+# How long a subscribe waits for the server to drop a previous subscriber's binding, and its first pause
+# between asking (doubled each time): about 7 requests when the binding is real.
 _UNBIND_GRACE = 1.0
-_UNBIND_POLL = 0.02
+_UNBIND_FIRST_PAUSE = 0.01
 
 
 # -- the ADR-15 checks --------------------------------------------------------------------------------------
@@ -160,9 +161,11 @@ def _settle_unbound(js: JetStream, info: ConsumerInfo, queue: str | None) -> Con
     if queue is not None or info.config.deliver_group or not info.push_bound:
         return info
     deadline = time.monotonic() + _UNBIND_GRACE
+    pause = _UNBIND_FIRST_PAUSE
     current: ConsumerInfo | None = info
-    while current is not None and current.push_bound and time.monotonic() < deadline:
-        time.sleep(_UNBIND_POLL)
+    while current is not None and current.push_bound and (remaining := deadline - time.monotonic()) > 0:
+        time.sleep(min(pause, remaining))
+        pause *= 2
         current = _lookup(js, info.stream_name, info.name)
     return current
 

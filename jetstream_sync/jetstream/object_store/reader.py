@@ -2,10 +2,9 @@
 
 The chunks come through an ordered pull consumer filtered on the object's chunk subject, pulling at most
 :func:`read_window` chunks (about :data:`READ_BUDGET` bytes) at a time, so a reader holds that much in memory
-whatever the object's size, and
-a slow reader slows the stream instead of piling messages up: there is no push flow control to answer, so
-nothing can stall the way nats.js #430 did, and nothing is dropped. The ordered consumer heals restarts and
-reconnects in the middle of a read without a gap or a repeat.
+whatever the object's size, and a slow reader slows the stream instead of piling messages up: there is no
+push flow control to answer, so nothing can stall the way nats.js #430 did, and nothing is dropped. The
+ordered consumer heals restarts and reconnects in the middle of a read without a gap or a repeat.
 
 The SHA-256 is computed as the data is handed out and checked against the metadata's digest at the end:
 :class:`~jetstream_sync.errors.DigestMismatchError` is raised by the read that reaches the end, and by every
@@ -39,9 +38,8 @@ __all__ = ["READ_BUDGET", "ObjectReader", "read_window"]
 log = logging.getLogger("jetstream_sync")
 
 #: bytes of chunks a reader asks for at a time, and so about what it holds (with the chunk being read; at least
-#: two chunks whatever their size). 2 MiB is
-#: 16 chunks of the default 128 KiB: four chunks left a 16 MiB read waiting on the round trip of every second
-#: pull (455 against 620 MiB/s, measured side by side on one machine)
+#: two chunks whatever their size). 2 MiB is 16 chunks of the default 128 KiB: four chunks left a 16 MiB read
+#: waiting on the round trip of every second pull (455 against 620 MiB/s, measured side by side on one machine)
 READ_BUDGET = 2 * 1024 * 1024
 #: the fewest and the most chunks a pull asks for, whatever the chunk size
 READ_WINDOW_BOUNDS = (2, 32)
