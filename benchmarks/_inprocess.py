@@ -15,11 +15,11 @@ import nats
 
 import jetstream_sync
 
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE / "peers")]
+# benchmarks/ is on sys.path already (this module was found there); the drivers' helpers are one level down
+sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
 
-from _common import percentile, proc_status_kib  # noqa: E402
-from run import environment  # noqa: E402
+from _common import percentile, proc_status_kib
+from run import environment
 
 __all__ = ["environment", "percentile", "proc_status_kib", "warm_up_process"]
 
