@@ -72,6 +72,7 @@ __all__ = [
     "OrderedConsumerResetError",
     "PermissionViolationError",
     "PinIdMismatchError",
+    "ProtocolError",
     "PublishBackpressureError",
     "PullSubscribeRequiredError",
     "PullSubscribeToPushConsumerError",
@@ -124,6 +125,16 @@ class SubscriptionClosedError(JetStreamError):
 
 class NotConnectedError(JetStreamError):
     """The connection is down and the operation cannot be buffered until it comes back."""
+
+
+class ProtocolError(JetStreamError):
+    """The server sent something that is not what the NATS protocol or the JetStream API defines.
+
+    A broken or hostile server (or something in between that rewrites traffic): an INFO that is not an object,
+    a message larger than the connection's ``max_payload``, a reply whose fields have the wrong types. On the
+    connection's read path the client reports it (to ``error_callback``, or logged) and reconnects; a call whose
+    reply is malformed raises it, naming what was wrong, and the connection stays usable.
+    """
 
 
 class ForkedClientError(JetStreamError, RuntimeError):

@@ -39,7 +39,7 @@ import nats.protocol.parser
 
 from .. import errors
 from ._gate import SocketGate
-from ._parser import ProtocolParser
+from ._parser import ProtocolParser, ServerProtocolViolation, check_info
 from ._reader import open_chunked_connection
 
 __all__ = [
@@ -112,7 +112,6 @@ _CONNECT_KEYWORDS = (
 NATS_PY_CONTRACT: tuple[ContractMember, ...] = (
     ContractMember("Client", "connect", "method", _CONNECT_KEYWORDS),
     ContractMember("Client", "subscribe", "method", ("subject", "queue")),
-    ContractMember("Client", "flush", "method", ("timeout",)),
     ContractMember("Client", "close", "method"),
     ContractMember("Client", "is_connected", "property"),
     ContractMember("Client", "is_closed", "property"),
@@ -123,6 +122,15 @@ NATS_PY_CONTRACT: tuple[ContractMember, ...] = (
     ContractMember("Client", "_process_info", "method", ("info",)),
     ContractMember("Client", "_process_ping", "method"),
     ContractMember("Client", "_process_pong", "method"),
+    ContractMember("Client", "_read_loop", "method"),
+    ContractMember("Client", "_process_op_err", "method", ("e",)),
+    ContractMember("Client", "_close", "method", ("status", "do_cbs")),
+    ContractMember("Client", "_send_ping", "method", ("future",)),
+    ContractMember("Client", "_error_cb", "instance"),
+    ContractMember("Client", "_reading_task", "instance"),
+    ContractMember("Client", "_pongs", "instance"),
+    ContractMember("Client", "_pongs_received", "instance"),
+    ContractMember("Client", "_pings_outstanding", "instance"),
     ContractMember("Client", "_ps", "instance"),
     ContractMember("Parser", "reset", "method"),
     ContractMember("Parser", "parse", "method", ("data",)),
@@ -260,6 +268,7 @@ class NatsConnection(nats.aio.client.Client):
         super().__init__()
         self.fast_handlers: dict[int, Handler] = {}
         self._ps = ProtocolParser(self)
+        self._flushes: set[asyncio.Future[bool]] = set()  # flush_or_raise's PONG waiters (IO thread)
 
     # nats-py assigns a fresh TcpTransport before each connection attempt; it gets a gated one instead
     @property
@@ -272,10 +281,48 @@ class NatsConnection(nats.aio.client.Client):
             transport = GatedTcpTransport(self.gate)
         self.__dict__["_gated_transport"] = transport
 
+    # nats-py assigns the INFO it reads at (re)connect here; one of the wrong shape is refused as it arrives, a
+    # protocol violation (which fails that connection attempt), not an AttributeError inside nats-py's connect
+    @property
+    def _server_info(self) -> dict[str, Any]:
+        return self.__dict__["_checked_server_info"]  # type: ignore[no-any-return]
+
+    @_server_info.setter
+    def _server_info(self, info: Any) -> None:
+        self.__dict__["_checked_server_info"] = check_info(info)
+
+    async def _read_loop(self) -> None:
+        """IO thread: nats-py's read loop, which must never end while the connection claims to be up.
+
+        nats-py's loop ends on any exception it does not know; the connection then stays CONNECTED with nobody
+        reading the socket ("deaf") until its ping timer gives up, minutes later. The parser turns everything a
+        server input causes into a reconnect (``_parser.py``); this is the backstop for whatever else ends the
+        loop: the connection is still up, so reconnect now, and say so.
+        """
+        await super()._read_loop()
+        if self.is_connected and self._reading_task is asyncio.current_task():
+            reason = "the connection's read loop stopped while connected"
+            log.error("%s; reconnecting", reason)
+            await self._process_op_err(ServerProtocolViolation(reason))
+
+    async def _process_pong(self) -> None:
+        """A PONG answers the oldest PING. Its waiter may have given up (a flush that timed out cancels its future):
+        nats-py would call set_result on it, and the InvalidStateError would end the read loop."""
+        pongs = self._pongs
+        if pongs:
+            waiter = pongs.pop(0)
+            if not waiter.done():
+                waiter.set_result(True)
+            self._pongs_received += 1
+            self._pings_outstanding = 0
+
     async def _process_msg(self, sid: int, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
         handler = self.fast_handlers.get(sid)
         if handler is None:
-            await super()._process_msg(sid, subject, reply, data, headers)  # type: ignore[arg-type]
+            try:
+                await super()._process_msg(sid, subject, reply, data, headers)  # type: ignore[arg-type]
+            except Exception:  # one message nats-py could not take (its header parsing, say): not the connection
+                log.exception("nats-py could not deliver a message on %r; it was dropped", subject)
             return
         stats = self.stats
         stats["in_msgs"] += 1
@@ -489,13 +536,52 @@ class NatsConnection(nats.aio.client.Client):
                 transport.abort()
 
     async def flush_or_raise(self, timeout: float) -> None:
-        """PING/PONG round trip; our TimeoutError or ConnectionClosedError instead of nats-py's."""
+        """IO thread: a PING/PONG round trip: everything written before it has reached the server.
+
+        nats-py's flush has two holes this closes: a PING sent on a connection that is then lost never gets its
+        PONG (nats-py forgets it at the reconnect), so the flush waited out its whole timeout and raised a
+        TimeoutError that lied; and while reconnecting it wrote the PING into a closed transport. Here a flush
+        fails at once with NotConnectedError when the connection is down or goes down while it waits (what the
+        lost socket still held may not have arrived), with our TimeoutError when the PONG is late, and with
+        ConnectionClosedError on close. A timed-out flush's late PONG is skipped (:meth:`_process_pong`).
+        """
+        if self.is_closed:
+            raise errors.ConnectionClosedError()
+        if not self.is_connected or self._transport is None:
+            raise errors.NotConnectedError(f"flush: {_NOT_CONFIRMED}")
+        waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._flushes.add(waiter)
         try:
-            await self.flush(timeout)  # type: ignore[arg-type]  # nats-py annotates int, takes float
-        except nats.errors.FlushTimeoutError:
+            await self._send_ping(waiter)
+            await asyncio.wait_for(waiter, timeout)  # cancels the waiter when it times out
+        except asyncio.TimeoutError:
             raise errors.TimeoutError(f"flush: no PONG from the server within {timeout:g}s") from None
-        except nats.errors.ConnectionClosedError:
-            raise errors.ConnectionClosedError() from None
+        finally:
+            self._flushes.discard(waiter)
+
+    def _end_flushes(self, error: Callable[[], BaseException]) -> None:
+        """IO thread: fail every flush still waiting for its PONG (the connection was lost, or closed)."""
+        for waiter in list(self._flushes):
+            if not waiter.done():
+                waiter.set_exception(error())
+        self._flushes.clear()
+
+    async def _process_op_err(self, e: Exception) -> None:
+        """IO thread: nats-py's reaction to a lost connection (read error, EOF, stale pings), after failing the
+        flushes that can no longer be answered."""
+        if not self.is_closed and not self.is_reconnecting:
+            self._end_flushes(lambda: errors.NotConnectedError(f"flush: the connection was lost; {_NOT_CONFIRMED}"))
+        await super()._process_op_err(e)
+
+    async def _close(self, status: int, do_cbs: bool = True) -> None:
+        self._end_flushes(errors.ConnectionClosedError)
+        await super()._close(status, do_cbs)
+
+
+_NOT_CONFIRMED = (
+    "not connected, so nothing can be confirmed; what was written before may not have reached the server "
+    "(the client reconnects on its own: publish again with the same msg_id to be safe)"
+)
 
 
 # -- nats-py's errors as ours ---------------------------------------------------------------------------------
@@ -565,6 +651,10 @@ def connect_failure(
     for exc in seen:
         if _is_tls_failure(exc):
             return errors.NoServersError(f"TLS handshake with {where} failed: {exc}; {_TLS_HINT}"), exc
+    for exc in (*seen, raised):
+        if isinstance(exc, ServerProtocolViolation):
+            message = f"{where} answered with something that is not NATS: {exc.reason}; is it a NATS server?"
+            return errors.ProtocolError(message), exc
     cause = seen[-1] if seen else raised
     if tls and isinstance(cause, ConnectionError) and not isinstance(cause, ConnectionRefusedError):
         message = f"TLS handshake with {where} failed: the server closed the connection ({cause}); {_TLS_HINT}"

@@ -10,22 +10,34 @@ large message arriving over many reads is copied once, not once per read.
 
 What it hands on is what nats-py's parser hands on, byte for byte: the subject, reply, header block and
 payload of each message, the server's ``-ERR`` text (lower-cased, quotes kept), INFO as parsed JSON.
-Anything that is not a NATS operation raises nats-py's ProtocolError, which makes nats-py reconnect.
+
+**Nothing read can stop the reading.** nats-py's read loop reconnects on its ``ProtocolError`` and on an
+``OSError``; any other exception ends the loop for good while the connection still says it is connected
+(issue 26: a late PONG's ``InvalidStateError``, an ``INFO []``). So :meth:`ProtocolParser.parse` is the one
+place where whatever a server input causes is settled: a :class:`ServerProtocolViolation` (what the server sent
+is not NATS: an unknown operation, a malformed MSG, an INFO of the wrong shape, a frame larger than the
+connection may carry, a control line that never ends) and any exception of nats-py's ``_process_*`` methods are
+reported once (the user's ``error_callback`` gets a :class:`jetstream_sync.errors.ProtocolError`, else it is
+logged) and become nats-py's ``ProtocolError``, so the connection reconnects. A handler's exception is logged and
+only its message is dropped. ``NatsConnection._read_loop`` backs this up: a read loop that ends while the
+connection is still up starts a reconnect too.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import nats.errors
 import nats.protocol.parser
 
+from .. import errors
+
 if TYPE_CHECKING:
     from ._nats import NatsConnection
 
-__all__ = ["ProtocolParser"]
+__all__ = ["FRAME_ROOM", "MAX_CONTROL_LINE", "ProtocolParser", "ServerProtocolViolation", "check_info"]
 
 log = logging.getLogger("jetstream_sync")
 
@@ -33,6 +45,78 @@ _CRLF = b"\r\n"
 _H = ord("H")
 _M = ord("M")
 _OPS = (b"MSG ", b"HMSG ")  # by "has headers"
+
+#: The longest control line (MSG, INFO, -ERR, ...) a server may send. nats-server's own limit for what it reads
+#: is 4 KiB; its INFO grows with a cluster's ``connect_urls``, so the room here is generous, but a line that never
+#: ends must not be buffered without bound.
+MAX_CONTROL_LINE = 1024 * 1024
+
+#: A message may be this much larger than the server's ``max_payload``: the server adds headers of its own to
+#: what it stored (direct gets, JetStream status and metadata headers), a few hundred bytes. A frame that claims
+#: more is refused before any of it is buffered: no server can legitimately send it.
+FRAME_ROOM = 64 * 1024
+
+
+class ServerProtocolViolation(nats.errors.ProtocolError):
+    """What the server sent is not NATS; ``reason`` says what. A nats-py ``ProtocolError``, so that nats-py's read
+    loop reconnects on it, with a text of its own (nats-py's says only "protocol error")."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+# INFO fields the client reads, and the JSON types each must have. A wrong type is refused where the INFO is
+# decoded, at connect and later, rather than surfacing as an AttributeError or TypeError deep inside nats-py.
+_INFO_FIELDS: dict[str, tuple[type, ...]] = {
+    "server_id": (str,),
+    "server_name": (str,),
+    "version": (str,),
+    "host": (str,),
+    "nonce": (str,),
+    "client_ip": (str,),
+    "domain": (str,),
+    "cluster": (str,),
+    "proto": (int,),
+    "port": (int,),
+    "max_payload": (int,),
+    "client_id": (int,),
+    "headers": (bool,),
+    "jetstream": (bool,),
+    "auth_required": (bool,),
+    "tls_required": (bool,),
+    "tls_available": (bool,),
+    "ldm": (bool,),
+    "connect_urls": (list,),
+}
+
+
+def check_info(info: Any) -> dict[str, Any]:
+    """``info`` if it is an INFO the client can use; else :class:`ServerProtocolViolation` naming the fault.
+
+    Unknown fields are let be (servers add fields); known ones must have their type (``bool`` is not an int
+    here), ``max_payload`` must be positive and ``connect_urls`` a list of strings.
+    """
+    if not isinstance(info, dict):
+        raise ServerProtocolViolation(f"the server's INFO is not a JSON object but {type(info).__name__}")
+    for field, types in _INFO_FIELDS.items():
+        if field not in info or info[field] is None:
+            continue
+        value = info[field]
+        if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
+            raise ServerProtocolViolation(
+                f"the server's INFO has {field}={value!r:.80}, not a {' or '.join(t.__name__ for t in types)}"
+            )
+    max_payload = info.get("max_payload")
+    if max_payload is not None and max_payload <= 0:
+        raise ServerProtocolViolation(f"the server's INFO has max_payload={max_payload}, not a positive size")
+    urls = info.get("connect_urls")
+    if urls is not None and not all(isinstance(url, str) for url in urls):
+        raise ServerProtocolViolation(f"the server's INFO has connect_urls={urls!r:.80}, not a list of addresses")
+    return info
 
 
 class ProtocolParser(nats.protocol.parser.Parser):
@@ -50,6 +134,31 @@ class ProtocolParser(nats.protocol.parser.Parser):
         self._wanted = 0
 
     async def parse(self, data: bytes = b"") -> None:
+        """IO thread (nats-py's read loop): parse and dispatch ``data``. Whatever the input makes go wrong ends as
+        nats-py's ``ProtocolError`` (so the connection reconnects), reported first; see the module's docstring."""
+        try:
+            await self._parse_data(data)
+        except ServerProtocolViolation as exc:
+            await self._report(exc.reason)
+            raise
+        except nats.errors.ProtocolError:  # nats-py's own, from a _process_* method
+            await self._report("nats-py refused what the server sent")
+            raise
+        except Exception as exc:
+            log.debug("the read path raised", exc_info=True)
+            reason = f"what the server sent made the client fail ({type(exc).__name__}: {exc})"
+            await self._report(reason)
+            raise ServerProtocolViolation(reason) from exc
+
+    async def _report(self, reason: str) -> None:
+        """Tell the user (error_callback, else the log) why the connection is about to reconnect."""
+        nc = self.nc
+        try:
+            await nc._error_cb(errors.ProtocolError(f"{reason}; reconnecting"))
+        except Exception:
+            log.exception("reporting a protocol error failed")
+
+    async def _parse_data(self, data: bytes) -> None:
         parts = self._parts
         if parts:
             parts.append(data)
@@ -75,12 +184,18 @@ class ProtocolParser(nats.protocol.parser.Parser):
         handlers = nc.fast_handlers
         stats = nc.stats
         pos, end = 0, len(buf)
+        limit = int(nc._max_payload) + FRAME_ROOM
         self._wanted = 0
         fast_msgs = fast_bytes = 0  # nats-py's in_msgs/in_bytes, added up once per read
         try:
             while pos < end:
                 eol = buf.find(_CRLF, pos)
                 if eol < 0:
+                    if end - pos > MAX_CONTROL_LINE:
+                        raise ServerProtocolViolation(
+                            f"the server sent {end - pos} bytes without ending the control line "
+                            f"(more than {MAX_CONTROL_LINE})"
+                        )
                     self._wanted = end - pos + 1  # any more bytes may complete the control line
                     return pos
                 first = buf[pos]
@@ -89,7 +204,7 @@ class ProtocolParser(nats.protocol.parser.Parser):
                     with_headers = first == _H
                     op_end = pos + 4 + with_headers
                     if buf[pos:op_end] != _OPS[with_headers]:
-                        raise nats.errors.ProtocolError("nats: unknown protocol")
+                        raise ServerProtocolViolation(f"the server sent an unknown operation: {_head(buf, pos, eol)}")
                     args = buf[op_end:eol].split()
                     try:
                         if with_headers:
@@ -107,9 +222,16 @@ class ProtocolParser(nats.protocol.parser.Parser):
                         sid = int(sid_text)
                         total = int(total_text)
                     except ValueError:
-                        raise nats.errors.ProtocolError("nats: malformed MSG") from None
+                        raise ServerProtocolViolation(
+                            f"the server sent a malformed MSG: {_head(buf, pos, eol)}"
+                        ) from None
                     if header_size < 0 or total < header_size:
-                        raise nats.errors.ProtocolError("nats: malformed MSG")
+                        raise ServerProtocolViolation(f"the server sent a malformed MSG: {_head(buf, pos, eol)}")
+                    if total > limit:
+                        raise ServerProtocolViolation(
+                            f"the server sent a message of {total} bytes, more than the connection's max_payload "
+                            f"({limit - FRAME_ROOM}) allows; refused before buffering it"
+                        )
                     start = eol + 2
                     stop = start + total
                     if stop + 2 > end:
@@ -155,8 +277,13 @@ class ProtocolParser(nats.protocol.parser.Parser):
         elif line.startswith(b"INFO"):
             try:
                 info = json.loads(line[4:])
-            except ValueError:
-                raise nats.errors.ProtocolError("nats: malformed INFO") from None
-            await nc._process_info(info)
+            except (ValueError, RecursionError):
+                raise ServerProtocolViolation(f"the server sent an INFO that is not JSON: {line[:80]!r}") from None
+            await nc._process_info(check_info(info))
         else:
-            raise nats.errors.ProtocolError("nats: unknown protocol")
+            raise ServerProtocolViolation(f"the server sent an unknown operation: {line[:80]!r}")
+
+
+def _head(buf: bytes, pos: int, eol: int) -> str:
+    """The start of the control line at ``pos``, for an error's text."""
+    return repr(buf[pos : min(eol, pos + 80)])

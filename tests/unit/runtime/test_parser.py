@@ -8,13 +8,15 @@ texts and INFO. Messages for a subscription with a fast handler reach the handle
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 import nats.errors
 import nats.protocol.parser
 import pytest
 
-from jetstream_sync._runtime._parser import ProtocolParser
+from jetstream_sync import errors
+from jetstream_sync._runtime._parser import ProtocolParser, ServerProtocolViolation
 
 
 class Recorder:
@@ -25,6 +27,11 @@ class Recorder:
         self.stats = {"in_msgs": 0, "in_bytes": 0}
         self.fast_handlers = {sid: self._fast(sid) for sid in fast_sids}
         self.parser: Any = None
+        self._max_payload = 1024 * 1024
+        self.reported: list[BaseException] = []
+
+    async def _error_cb(self, exc: BaseException) -> None:
+        self.reported.append(exc)
 
     def _fast(self, sid: int):
         def handler(subject: bytes, reply: bytes, payload: bytes, headers: bytes | None) -> None:
@@ -155,3 +162,71 @@ def test_a_reset_during_dispatch_drops_the_old_connections_bytes():
 def test_garbage_is_a_protocol_error(wire):
     with pytest.raises(nats.errors.ProtocolError):
         feed(ProtocolParser, wire, [])
+
+
+def run_parse(nc: Recorder, parser: ProtocolParser, *chunks: bytes) -> None:
+    async def run() -> None:
+        for chunk in chunks:
+            await parser.parse(chunk)
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize(
+    ("wire", "says"),
+    [
+        (b"INFO []\r\n", "not a JSON object but list"),
+        (b'INFO {"connect_urls": 5}\r\n', "connect_urls=5"),
+        (b'INFO {"connect_urls": [1]}\r\n', "not a list of addresses"),
+        (b'INFO {"max_payload": "abc"}\r\n', "max_payload='abc'"),
+        (b'INFO {"max_payload": -1}\r\n', "not a positive size"),
+        (b'INFO {"ldm": "yes"}\r\n', "ldm='yes'"),
+        (b"INFO " + b"[" * 100_000 + b"]" * 100_000 + b"\r\n", "not JSON"),
+    ],
+)
+def test_an_info_of_the_wrong_shape_is_refused_and_reported(wire, says):
+    nc = Recorder()
+    parser = ProtocolParser(nc)
+    with pytest.raises(ServerProtocolViolation, match=re.escape(says)):
+        run_parse(nc, parser, wire)
+    assert not any(event[0] == "info" for event in nc.events)  # nats-py never saw it
+    assert len(nc.reported) == 1 and isinstance(nc.reported[0], errors.ProtocolError)
+    assert says in str(nc.reported[0])
+
+
+def test_a_message_larger_than_max_payload_is_refused_before_its_payload_is_buffered():
+    nc = Recorder()
+    parser = ProtocolParser(nc)
+    with pytest.raises(ServerProtocolViolation, match="314572800 bytes, more than the connection's max_payload"):
+        run_parse(nc, parser, b"MSG big 1 314572800\r\n" + b"x" * 1000)
+    assert parser._parts == []  # nothing held for the rest of it
+
+
+def test_a_message_of_max_payload_with_the_servers_headers_is_taken():
+    nc = Recorder()
+    parser = ProtocolParser(nc)
+    payload = b"x" * nc._max_payload
+    headers = b"NATS/1.0\r\nNats-Stream: S\r\nNats-Sequence: 1\r\n\r\n"
+    total = len(headers) + len(payload)
+    run_parse(nc, parser, b"HMSG s 1 %d %d\r\n" % (len(headers), total) + headers + payload + b"\r\n")
+    assert nc.events[0][4] == payload
+
+
+def test_a_control_line_that_never_ends_is_refused():
+    nc = Recorder()
+    parser = ProtocolParser(nc)
+    chunk = b"INFO {" + b" " * 65536
+    with pytest.raises(ServerProtocolViolation, match="without ending the control line"):
+        run_parse(nc, parser, *([chunk] + [b" " * 65536] * 20))
+
+
+def test_an_exception_of_any_kind_becomes_a_protocol_error_and_a_report():
+    class Broken(Recorder):
+        async def _process_pong(self):
+            raise ValueError("a bug")
+
+    nc = Broken()
+    parser = ProtocolParser(nc)
+    with pytest.raises(nats.errors.ProtocolError, match="ValueError: a bug"):
+        run_parse(nc, parser, b"PONG\r\n")
+    assert "ValueError: a bug" in str(nc.reported[0]) and "reconnecting" in str(nc.reported[0])
