@@ -222,16 +222,29 @@ def api_response(data: bytes, what: str) -> dict[str, Any]:
     """
     try:
         response = json.loads(data)
-    except ValueError as exc:
-        raise errors.JetStreamError(f"invalid JSON from {what}: {data[:200]!r}") from exc
+    except (ValueError, RecursionError) as exc:  # RecursionError: nesting deeper than the parser goes
+        raise errors.ProtocolError(f"invalid JSON from {what}: {data[:200]!r}") from exc
     if not isinstance(response, dict):
-        raise errors.JetStreamError(f"unexpected reply from {what}: {data[:200]!r}")
+        raise errors.ProtocolError(f"unexpected reply from {what}, not a JSON object: {data[:200]!r}")
     error = response.get("error")
     if error:
-        raise errors.api_error(
-            int(error.get("code", 0)), int(error.get("err_code", 0)), str(error.get("description", ""))
-        )
+        raise _api_error(error, what, data)
     return response
+
+
+def _api_error(error: object, what: str, data: bytes) -> errors.JetStreamError:
+    """The APIError an ``error`` member stands for; ProtocolError when it is not the object the API defines
+    (``{"code": int, "err_code": int, "description": str}``, each optional)."""
+    if isinstance(error, dict):
+        code, err_code, description = error.get("code", 0), error.get("err_code", 0), error.get("description", "")
+        if _is_code(code) and _is_code(err_code) and isinstance(description, str):
+            return errors.api_error(code, err_code, description)
+    return errors.ProtocolError(f"{what} has an error member of the wrong shape: {data[:200]!r}")
+
+
+def _is_code(value: object) -> bool:
+    """An error code as the server sends them: a JSON integer (not true/false, not 1e400)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**31
 
 
 def pull_request(

@@ -7,6 +7,7 @@ deadline that the IO thread expires. See docs/ARCHITECTURE.md, "The life of a pu
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 import time
 from collections import deque
@@ -17,6 +18,8 @@ from .. import errors
 from .._protocol import is_no_responders
 
 __all__ = ["RawReply", "ReplyHandler", "ReplyWaiter", "RequestMux"]
+
+log = logging.getLogger("jetstream_sync")
 
 
 class RawReply(NamedTuple):
@@ -78,7 +81,11 @@ class RequestMux:
         if is_no_responders(headers):
             entry.fail(errors.NoRespondersError(f"no responders on the subject of request {subject.decode()!r}"))
             return
-        entry.resolve(subject, data, headers)
+        try:
+            entry.resolve(subject, data, headers)
+        except Exception as exc:  # the entry is popped: unless it fails now, its waiter or future waits for good
+            log.exception("reading a reply failed on the IO thread")
+            entry.fail(errors.ProtocolError(f"the reply could not be read ({type(exc).__name__}: {exc})"))
 
     def expire(self, now: float) -> None:
         """IO thread: fail entries whose deadline passed."""

@@ -136,9 +136,8 @@ class PublishOptions:
 NO_CHECKS = PublishOptions()
 
 
-_PUB_ACK_KEYS = frozenset({"stream", "seq", "duplicate", "domain"})
 # The server's usual PubAck, read without a JSON parser: it arrives once per publish on the IO thread.
-_PLAIN_PUB_ACK = re.compile(rb'\{"stream":"([^"\\]+)","seq":(\d+)(,"duplicate":true)?\}')
+_PLAIN_PUB_ACK = re.compile(rb'\{"stream":"([^"\\]+)","seq":(\d{1,19})(,"duplicate":true)?\}')  # < 2**64
 
 
 def parse_pub_ack(data: bytes) -> PubAck:
@@ -147,13 +146,17 @@ def parse_pub_ack(data: bytes) -> PubAck:
     if plain is not None:
         return PubAck(stream=plain[1].decode(), seq=int(plain[2]), duplicate=plain[3] is not None)
     body = api_response(data, "the server's PubAck")
-    if "stream" not in body or "seq" not in body:
-        raise errors.JetStreamError(f"invalid PubAck from the server: {data[:200]!r}")
-    if body.keys() <= _PUB_ACK_KEYS:  # the usual shape: skip the generic mapper, this runs once per publish
-        return PubAck(
-            stream=body["stream"], seq=body["seq"], duplicate=body.get("duplicate", False), domain=body.get("domain")
+    stream, seq = body.get("stream"), body.get("seq")
+    if not isinstance(stream, str) or not stream or not _is_sequence(seq):
+        raise errors.ProtocolError(
+            f"invalid PubAck from the server (it needs a stream name and a sequence): {data[:200]!r}"
         )
-    return PubAck.from_json(body)
+    return PubAck.from_json(body)  # the generic mapper checks the other members' types
+
+
+def _is_sequence(value: object) -> bool:
+    """A stream sequence as JSON gives it: an unsigned 64-bit integer."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**64
 
 
 class _InflightGate:
@@ -247,10 +250,15 @@ class _PubAckReply:
         return encode_pub_parts(self.subject, reply, self.headers, self.payload)
 
     def resolve(self, subject: bytes, data: bytes, headers: bytes | None) -> None:
+        """IO thread: the reply came. Whatever it is, the future resolves and the in-flight slot is freed: a
+        reply that cannot be read fails the future rather than escape and leave it pending for good."""
         try:
             result = parse_pub_ack(data)
         except errors.JetStreamError as exc:
             self.fail(exc)
+            return
+        except Exception as exc:  # a decoder's bug: still no pending future, and the reason kept
+            self.fail(errors.ProtocolError(f"the PubAck could not be read ({type(exc).__name__}: {exc})"))
             return
         self.publisher.release()
         if not self.future.done():

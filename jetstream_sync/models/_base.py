@@ -9,7 +9,11 @@ Decoding trusts the server: :func:`from_wire` builds instances with ``object.__n
 directly, so no converter, validator or ``__attrs_post_init__`` runs. A value the server accepted can therefore
 never be rejected by a client-side rule, an enum value from a newer server stays a plain ``str``, and nothing
 global is switched off (``attrs.validators.set_disabled`` is process-wide and would race with other threads).
-Validation runs only when user code calls ``__init__`` (or ``attrs.evolve``). A dict a caller gives where a
+Validation runs only when user code calls ``__init__`` (or ``attrs.evolve``).
+Trusting the server's *values* is not trusting its *shapes*: a field whose JSON type is wrong (``"max_age":
+"x"``, ``"seq": "abc"``, an int past 64 bits, an object where a list goes) is a broken or hostile server, and
+:func:`from_wire` refuses it with :class:`~jetstream_sync.errors.ProtocolError` naming the field, rather than
+handing on a value that breaks later, far from its cause, as a builtin error. A dict a caller gives where a
 nested model goes (``StreamConfig(mirror={...})``) is the exception that proves it: :func:`_to_model` decodes it
 like a server answer and then builds it again through ``__init__``, so it meets the model's checks.
 
@@ -24,7 +28,10 @@ import base64
 import binascii
 import enum
 import logging
+import math
 import re
+import types
+import typing
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any, NamedTuple, TypeVar, cast
@@ -33,7 +40,7 @@ import attrs
 
 from .._protocol import nanos, seconds
 from .._validate import check_int, check_name, check_queue, check_str_or_none, check_subject, to_seconds
-from ..errors import InvalidArgumentError, InvalidTypeError, JetStreamError
+from ..errors import InvalidArgumentError, InvalidTypeError, JetStreamError, ProtocolError
 from ..headers import encode_headers, parse_header_block
 
 # The underscore helpers (_Model, _meta, the converters and validators) are for the sibling modules and are
@@ -123,21 +130,95 @@ class _Spec(NamedTuple):
     kind: str
     meta: Mapping[str, Any]
     default: Any  # attrs.NOTHING when required
+    json_types: tuple[type, ...] | None  # what the JSON value may be (None: anything)
 
 
 _PLANS: dict[type[Any], tuple[_Spec, ...]] = {}
+
+# The JSON types each mapping kind decodes from; "plain" fields take theirs from the field's annotation.
+_KIND_JSON: dict[str, tuple[type, ...] | None] = {
+    "duration": (int, float),
+    "elapsed": (int, float),
+    "durations": (list,),
+    "datetime": (str,),
+    "enum": (str, int),
+    "model": (dict,),
+    "models": (list,),
+    "base64": (str,),
+    "headers": (str,),
+}
+
+# JSON numbers the server sends are Go's int64/uint64: anything wider is not a server's
+_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
+
+
+def _json_types(annotation: Any) -> tuple[type, ...] | None:
+    """The JSON types a plain field's annotation admits (``int | None`` -> int), or None where it says nothing
+    checkable (Any, a type alias the mapping does not know)."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Union or origin is types.UnionType:
+        found: list[type] = []
+        for arg in typing.get_args(annotation):
+            if arg is type(None):
+                continue
+            admitted = _json_types(arg)
+            if admitted is None:
+                return None
+            found.extend(admitted)
+        return tuple(found) or None
+    if origin is not None:
+        annotation = origin
+    if annotation is float:
+        return (int, float)
+    if annotation in (int, str, bool):
+        return (annotation,)
+    if annotation in (list, tuple):
+        return (list,)
+    if annotation is dict or (isinstance(annotation, type) and issubclass(annotation, Mapping)):
+        return (dict,)
+    return None
 
 
 def _plan(cls: type[_Model]) -> tuple[_Spec, ...]:
     """Per-class field table, built once: from_wire runs on every publish ack. A racing rebuild is harmless."""
     plan = _PLANS.get(cls)
     if plan is None:
-        plan = _PLANS[cls] = tuple(
-            _Spec(f.name, f.metadata.get(_WIRE, f.name), f.metadata.get(_KIND, "plain"), f.metadata, f.default)
-            for f in attrs.fields(cls)
-            if f.name != "extra"
-        )
+        try:
+            hints = typing.get_type_hints(cls)
+        except Exception:  # an annotation that cannot be resolved here: its fields are not type-checked
+            hints = {}
+        specs = []
+        for f in attrs.fields(cls):
+            if f.name == "extra":
+                continue
+            kind = f.metadata.get(_KIND, "plain")
+            json_types = _json_types(hints.get(f.name, Any)) if kind == "plain" else _KIND_JSON.get(kind)
+            specs.append(_Spec(f.name, f.metadata.get(_WIRE, f.name), kind, f.metadata, f.default, json_types))
+        plan = _PLANS[cls] = tuple(specs)
     return plan
+
+
+def _json_fits(raw: Any, admitted: tuple[type, ...]) -> bool:
+    """Whether a decoded JSON value is of an admitted type: JSON true is no number (though Python's bool is an
+    int), an integer must fit 64 bits and a float be finite (``1e400`` decodes to infinity)."""
+    if isinstance(raw, bool):
+        return bool in admitted
+    if not isinstance(raw, admitted):
+        return False
+    if isinstance(raw, int):
+        return _INT_MIN <= raw <= _INT_MAX
+    return not isinstance(raw, float) or math.isfinite(raw)
+
+
+def _check_json(owner: type[_Model], spec: _Spec, raw: Any) -> None:
+    """Refuse a value whose JSON type the field cannot take (see the module docstring)."""
+    admitted = spec.json_types
+    if admitted is None or _json_fits(raw, admitted):
+        return
+    raise ProtocolError(
+        f"{owner.__name__}.{spec.name} is {raw!r:.60} ({type(raw).__name__}) where the JSON must be "
+        f"{' or '.join(t.__name__ for t in admitted)}"
+    )
 
 
 def _encode(kind: str, value: Any) -> Any:
@@ -226,11 +307,13 @@ def to_wire(obj: _Model) -> dict[str, Any]:
 _M = TypeVar("_M", bound="_Model")
 
 
-def from_wire(cls: type[_M], data: Mapping[str, Any]) -> _M:
+def from_wire(cls: type[_M], data: Mapping[str, Any], *, shapes: bool = True) -> _M:
     """Build ``cls`` from server JSON without running validation (see the module docstring for why).
 
     Unknown keys go to ``extra``. A missing, null or empty ([] / {}) key takes the field default, the mirror of
-    to_wire leaving those out, so decoding what we encoded gives back an equal object.
+    to_wire leaving those out, so decoding what we encoded gives back an equal object. ``shapes``: refuse a value
+    whose JSON type the field cannot take (a server's answer); off for a caller's dict, which ``__init__``'s
+    validators check with messages of their own (:func:`_to_model`).
     """
     if not isinstance(data, Mapping):
         raise InvalidTypeError(cls.__name__, f"expected a JSON object, got {type(data).__name__}")
@@ -239,7 +322,14 @@ def from_wire(cls: type[_M], data: Mapping[str, Any]) -> _M:
     for spec in _plan(cls):
         raw = extra.pop(spec.wire, None)
         if raw is not None and (raw or not isinstance(raw, (list, dict))):
-            value = _decode(cls, spec, raw)
+            if shapes:
+                _check_json(cls, spec, raw)
+            try:
+                value = _decode(cls, spec, raw)
+            except (TypeError, ValueError, AttributeError, OverflowError, KeyError) as exc:
+                if isinstance(exc, JetStreamError):
+                    raise
+                raise ProtocolError(f"{cls.__name__}.{spec.name} is {raw!r:.60}, which it cannot hold: {exc}") from exc
         elif spec.default is attrs.NOTHING:
             raise JetStreamError(f"{cls.__name__}: the server response lacks the required field {spec.wire!r}")
         else:
@@ -326,9 +416,11 @@ def _to_model(cls: type[_M], field: str, value: object, where: str = "") -> _M:
                 nested[spec.name] = _to_model(spec.meta["model"], spec.wire, flat.pop(spec.wire))
             elif spec.kind == "models":
                 nested[spec.name] = _to_models(spec.meta["model"], spec.wire, flat.pop(spec.wire))
-        return attrs.evolve(from_wire(cls, flat), **nested)
+        return attrs.evolve(from_wire(cls, flat, shapes=False), **nested)
     except (InvalidArgumentError, InvalidTypeError) as exc:
         raise _under(exc, field, f"{where}." if where else "") from None
+    except ProtocolError as exc:  # from_wire's shape check, meeting the caller's dict rather than a server's
+        raise InvalidTypeError(field, f"{where + ' ' if where else ''}{exc}") from None
 
 
 def _to_models(cls: type[_M], field: str, value: object) -> list[_M]:
