@@ -1,4 +1,5 @@
-"""Test support for code that uses jetstream_sync: a real nats-server, a fault-injecting proxy, pytest fixtures.
+"""Test support for code that uses jetstream_sync: a real nats-server, a fault-injecting proxy, a scripted fake
+server, pytest fixtures.
 
 Enable the fixtures with ``pytest_plugins = ["jetstream_sync.testing"]`` in your top-level conftest.py:
 ``nats_server`` (one server for the session), ``nats_server_function`` (a fresh one per test), ``nats_url``,
@@ -16,6 +17,8 @@ code that uses it:
   as a plugin; importing this package never imports pytest.
 - ``_cluster.py``: EmbeddedCluster (several EmbeddedServers routed together through FaultProxies, so a node can be
   partitioned) and ClusterError; imported on first use, like the proxy.
+- ``_scripted.py``: ScriptedServer, a fake NATS server on loopback that a test scripts (malformed replies, raw
+  frames, cut connections), for what a real server never does; imported on first use, like the proxy.
 """
 
 from __future__ import annotations
@@ -34,6 +37,12 @@ if TYPE_CHECKING:
     from ._proxy import Frame as Frame
     from ._proxy import FramePredicate as FramePredicate
     from ._proxy import FrameRule as FrameRule
+    from ._scripted import ReplyScript as ReplyScript
+    from ._scripted import ScriptedAnswer as ScriptedAnswer
+    from ._scripted import ScriptedReply as ScriptedReply
+    from ._scripted import ScriptedRequest as ScriptedRequest
+    from ._scripted import ScriptedServer as ScriptedServer
+    from ._scripted import ScriptedServerError as ScriptedServerError
 
 __all__ = [
     "ClusterError",
@@ -44,6 +53,12 @@ __all__ = [
     "Frame",
     "FramePredicate",
     "FrameRule",
+    "ReplyScript",
+    "ScriptedAnswer",
+    "ScriptedReply",
+    "ScriptedRequest",
+    "ScriptedServer",
+    "ScriptedServerError",
     "ServerNotInstalledError",
     "ServerStartError",
     "find_server_binary",
@@ -54,11 +69,18 @@ pytest_plugins = ["jetstream_sync.testing.plugin"]
 
 _LAZY = dict.fromkeys(("Direction", "FaultProxy", "FaultProxyError", "Frame", "FramePredicate", "FrameRule"), "._proxy")
 _LAZY.update(dict.fromkeys(("ClusterError", "EmbeddedCluster"), "._cluster"))
+_LAZY.update(
+    dict.fromkeys(
+        ("ReplyScript", "ScriptedAnswer", "ScriptedReply", "ScriptedRequest", "ScriptedServer", "ScriptedServerError"),
+        "._scripted",
+    )
+)
 
 if not TYPE_CHECKING:  # hidden from mypy, which would otherwise accept any attribute of this module
 
     def __getattr__(name: str) -> object:
-        """Import the proxy module on the first use of one of its names, and keep the name here for next time."""
+        """Import a lazy module (proxy, cluster, scripted server) on the first use of one of its names, and keep the
+        name here for next time."""
         module = _LAZY.get(name)
         if module is None:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
