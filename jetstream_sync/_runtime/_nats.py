@@ -652,15 +652,29 @@ def connect_failure(
         if _is_tls_failure(exc):
             return errors.NoServersError(f"TLS handshake with {where} failed: {exc}; {_TLS_HINT}"), exc
     for exc in (*seen, raised):
-        if isinstance(exc, ServerProtocolViolation):
-            message = f"{where} answered with something that is not NATS: {exc.reason}; is it a NATS server?"
-            return errors.ProtocolError(message), exc
+        violation = _violation_in(exc)
+        if violation is not None:
+            message = f"{where} answered with something that is not NATS: {violation.reason}; is it a NATS server?"
+            return errors.ProtocolError(message), violation
     cause = seen[-1] if seen else raised
     if tls and isinstance(cause, ConnectionError) and not isinstance(cause, ConnectionRefusedError):
         message = f"TLS handshake with {where} failed: the server closed the connection ({cause}); {_TLS_HINT}"
         return errors.NoServersError(message), cause
     message = f"could not connect to {where}: {_reason(cause)}; check the URL and that nats-server runs"
     return errors.NoServersError(message), cause
+
+
+def _violation_in(exc: BaseException) -> ServerProtocolViolation | None:
+    """The protocol violation behind ``exc``: nats-py re-raises what its connect step meets as its own error
+    ("info message, json parse error"), with ours as the context."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, ServerProtocolViolation):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def _reason(exc: BaseException) -> str:
