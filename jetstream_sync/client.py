@@ -45,7 +45,9 @@ class Client:
     """A NATS connection usable from any number of threads: ``Client(ConnectOptions(...))`` or :func:`connect`.
 
     Constructing it connects (NoServersError, AuthorizationError or InvalidArgumentError when it cannot);
-    use it as a context manager, or call :meth:`close`.
+    use it as a context manager, or call :meth:`close`. Its threads: "jetstream-sync-io" (the connection),
+    "jetstream-sync-watchdog" (heartbeat checks and other timers of the library) and, from the first callback
+    on, "jetstream-sync-callbacks" (your callbacks and error handlers, in order); each consume has its own.
     """
 
     def __init__(self, options: ConnectOptions) -> None:
@@ -117,7 +119,9 @@ class Client:
 
     @property
     def stats(self) -> dict[str, int]:
-        """Counters of this connection: messages and bytes in and out, reconnects."""
+        """Counters of this connection: messages and bytes in and out, reconnects, and ``callbacks_dropped``:
+        callbacks (error, connection, consume error handlers) dropped because 10,000 were waiting behind one
+        that did not return (a warning is logged when that starts)."""
         return self._runtime.stats()
 
     def new_inbox(self) -> str:
@@ -238,7 +242,9 @@ class Client:
         """Close the connection. Threads blocked in calls raise ConnectionClosedError; our threads are joined.
 
         ``timeout`` (seconds or a timedelta, >= 0) bounds each wait of the close; a bad one raises
-        InvalidArgumentError / InvalidTypeError before anything changes.
+        InvalidArgumentError / InvalidTypeError before anything changes. The callbacks still queued run, the
+        closed callback last; close() waits for them half a second at most, so a callback that does not return
+        is left running on its thread (a daemon, with a warning) instead of holding close() up.
         """
         self._runtime.close(timeout)
 

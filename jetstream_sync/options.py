@@ -24,9 +24,9 @@ __all__ = ["DEFAULT_URL", "ConnectOptions", "ErrorCallback", "EventCallback"]
 DEFAULT_URL = "nats://127.0.0.1:4222"
 DEFAULT_PENDING_SIZE = 2 * 1024 * 1024
 
-#: error_callback(exc): asynchronous errors (slow consumer, permission violation, ...), on the watchdog thread
+#: error_callback(exc): asynchronous errors (slow consumer, permission violation, ...), on the callbacks thread
 ErrorCallback = Callable[[BaseException], object]
-#: disconnected/reconnected/closed callbacks, on the watchdog thread
+#: disconnected/reconnected/closed callbacks, on the callbacks thread
 EventCallback = Callable[[], object]
 
 
@@ -150,9 +150,13 @@ def _callback(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
 class ConnectOptions:
     """Everything :func:`jetstream_sync.connect` accepts, validated on construction.
 
-    ``timeout`` is the default for blocking calls that are not given one. Callbacks run on the client's
-    watchdog thread, never on the IO thread. ``max_reconnect_attempts=-1`` reconnects forever. The first
-    connect fails fast (each server tried at most twice); the reconnect policy applies once connected.
+    ``timeout`` is the default for blocking calls that are not given one. Callbacks run one at a time, in the
+    order of their events, on the client's callbacks thread ("jetstream-sync-callbacks"), never on the IO or
+    the watchdog thread: a callback that blocks delays only later callbacks, never the connection, heartbeat
+    checks or ``close()`` (which waits for it half a second at most; past 10,000 waiting, new callbacks are
+    dropped and counted in ``client.stats["callbacks_dropped"]``). ``max_reconnect_attempts=-1`` reconnects
+    forever. The first connect fails fast (each server tried at most twice); the reconnect policy applies once
+    connected.
     """
 
     servers: tuple[str, ...] = attrs.field(

@@ -1,13 +1,15 @@
 """The thread boundary: the only code that owns the IO loop, crosses into it, or touches nats-py.
 
 The client facade and the JetStream layer use :class:`Runtime` and the few value types below; the modules
-behind them (the IO loop bridge, the watchdog, the nats-py adapter, the outbound queue, the request mux, the
-hand-off buffer, the light future) are private to this package. See docs/ARCHITECTURE.md, "The runtime port".
+behind them (the IO loop bridge, the watchdog, the callbacks thread, the nats-py adapter, the outbound queue,
+the request mux, the hand-off buffer, the light future) are private to this package. See
+docs/ARCHITECTURE.md, "The runtime port".
 """
 
 from __future__ import annotations
 
 from ._buffer import BufferFinished, MessageBuffer
+from ._callbacks import CALLBACKS_THREAD_NAME
 from ._fork import ForkGuard
 from ._future import LightFuture
 from ._mux import RawReply, ReplyHandler
@@ -16,6 +18,7 @@ from ._port import Closeable, ConnectionListener, Runtime
 from ._wait import wait_while
 
 __all__ = [
+    "CALLBACKS_THREAD_NAME",
     "BufferFinished",
     "Closeable",
     "ConnectionListener",

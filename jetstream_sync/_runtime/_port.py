@@ -1,10 +1,10 @@
 """Runtime: the one object through which the client and the JetStream layer reach the IO loop and nats-py.
 
-It owns the IO thread (a private asyncio loop running the nats-py connection), the watchdog thread, the
-outbound queue and the request mux, and offers a narrow, typed set of operations: send a command, make a
-request, subscribe with a fast handler, post or call onto the loop, notify a reader, run on the watchdog,
-listen to connection events. Nothing outside this package touches the loop or nats-py. See
-docs/ARCHITECTURE.md, "The runtime port".
+It owns the IO thread (a private asyncio loop running the nats-py connection), the watchdog thread (the
+library's timers), the callbacks thread (user callbacks), the outbound queue and the request mux, and offers
+a narrow, typed set of operations: send a command, make a request, subscribe with a fast handler, post or call
+onto the loop, notify a reader, run a user callback, watch on the watchdog, listen to connection events.
+Nothing outside this package touches the loop or nats-py. See docs/ARCHITECTURE.md, "The runtime port".
 """
 
 from __future__ import annotations
@@ -26,12 +26,13 @@ from .._protocol import Command, encode_pub
 from .._telemetry import note_reconnected
 from .._validate import check_control_line, to_seconds
 from ._buffer import MessageBuffer
+from ._callbacks import CLOSE_WAIT, CallbackRunner
 from ._fork import ForkGuard
 from ._io import IOLoop
 from ._mux import RawReply, ReplyHandler, ReplyWaiter, RequestMux
 from ._nats import Handler, NatsConnection, NatsSubscription, Nuid, connect_failure, translate_error
 from ._outbound import Outbound
-from ._watchdog import Timer, Watchdog
+from ._watchdog import Timer, Watchdog, check_library_code
 
 if TYPE_CHECKING:
     from ..options import ConnectOptions
@@ -134,6 +135,7 @@ class Runtime:
         self._nuid_lock = threading.Lock()
         self._io = IOLoop()
         self._watchdog = Watchdog()
+        self._callbacks = CallbackRunner()
         self._nc = NatsConnection(self._io.post)
         self._mux = RequestMux(options.inbox_prefix, self.new_token())
         self._outbound = Outbound(
@@ -166,6 +168,7 @@ class Runtime:
             self._closed = True
             self._shutdown_threads(timeout=2.0)
             self._watchdog.stop(timeout=2.0)
+            self._callbacks.stop(CLOSE_WAIT)
             raise
         _live.add(self)
 
@@ -250,7 +253,7 @@ class Runtime:
             except Exception:
                 log.exception("disconnect listener failed")
         if self.options.disconnected_callback is not None:
-            self._watchdog.call_soon(self.options.disconnected_callback)
+            self._callbacks.submit(self.options.disconnected_callback)
 
     async def _on_reconnected(self) -> None:
         self.reconnects += 1
@@ -264,21 +267,21 @@ class Runtime:
             except Exception:
                 log.exception("reconnect listener failed")
         if self.options.reconnected_callback is not None:
-            self._watchdog.call_soon(self.options.reconnected_callback)
+            self._callbacks.submit(self.options.reconnected_callback)
 
     async def _on_closed(self) -> None:
         if self._closing:
             return
         log.warning("the NATS connection closed (reconnect attempts exhausted); closing the client")
-        self._watchdog.call_soon(self.close)
+        self._watchdog.call_soon(self.close)  # library code: the watchdog, not behind a stuck user callback
 
     def report_error(self, exc: BaseException) -> None:
-        """Any thread: hand an asynchronous error to the user's error callback on the watchdog thread."""
+        """Any thread: hand an asynchronous error to the user's error callback on the callbacks thread."""
         callback = self.options.error_callback
         if callback is None:
             log.warning("NATS error: %s", exc)
             return
-        self._watchdog.call_soon(callback, exc)
+        self._callbacks.submit(callback, exc)
 
     # -- state ------------------------------------------------------------------------------------------
     @property
@@ -318,8 +321,9 @@ class Runtime:
         return self._nc.server_urls()
 
     def stats(self) -> dict[str, int]:
-        """The connection's counters (messages and bytes in and out, reconnects)."""
-        return dict(self._nc.stats)
+        """The connection's counters (messages and bytes in and out, reconnects) and ``callbacks_dropped``
+        (user callbacks dropped while the callbacks queue was full behind a stuck one)."""
+        return {**self._nc.stats, "callbacks_dropped": self._callbacks.dropped}
 
     def new_token(self) -> str:
         """A unique token (NUID) for inboxes and generated names."""
@@ -450,16 +454,24 @@ class Runtime:
         """A hand-off buffer filled on the IO thread, whose readers wake once per burst of input."""
         return MessageBuffer(self._io.notify_later)
 
-    def run_on_watchdog(self, fn: Callable[..., object], *args: Any) -> None:
-        """Run ``fn(*args)`` on the watchdog thread (user callbacks, never on the IO thread)."""
-        self._watchdog.call_soon(fn, *args)
+    def run_callback(self, fn: Callable[..., object], *args: Any) -> None:
+        """Any thread (the IO thread too; it never waits): run the user callback ``fn(*args)`` on the client's
+        callbacks thread, after the callbacks queued before it.
+
+        The one way user code is called back (error handlers, connection callbacks). Not on the watchdog: a
+        callback that blocks there would stop every heartbeat check of the client (``_callbacks.py``).
+        """
+        self._callbacks.submit(fn, *args)
 
     def watch(self, check: Callable[[float], object]) -> None:
-        """Call ``check(now)`` on the watchdog thread about every 0.25 s until :meth:`unwatch`.
+        """Any thread: call the library function ``check(now)`` on the watchdog thread about every 0.25 s until
+        :meth:`unwatch`. It must only look and post (never block, never call user code: that is
+        :meth:`run_callback`'s); a function from outside this package is refused (``check_library_code``).
 
         One periodic tick serves every watcher, so a short-lived watcher (a fetch's heartbeat monitor) costs
         a set insertion, not a timer of its own.
         """
+        check_library_code(check)
         with self._watchers_lock:
             self._watchers.add(check)
             if self._watch_timer is None:
@@ -513,7 +525,8 @@ class Runtime:
 
     # -- closing ----------------------------------------------------------------------------------------
     def close(self, timeout: float | timedelta = 5.0) -> None:
-        """Close the connection. Threads blocked in calls raise ConnectionClosedError; our threads are joined.
+        """Any thread: close the connection. Threads blocked in calls raise ConnectionClosedError; our threads
+        are joined (the callbacks thread for at most CLOSE_WAIT).
 
         ``timeout`` (seconds, >= 0) bounds each wait of the close; it is checked before anything changes, so a
         bad one leaves the client open and a later close() still works.
@@ -549,8 +562,11 @@ class Runtime:
             self._mux.fail_all(errors.ConnectionClosedError)  # whatever the IO thread did not get to
         self._join_threads(time.monotonic() + seconds)
         if self.options.closed_callback is not None:
-            self._watchdog.call_soon(self.options.closed_callback)
+            self._callbacks.submit(self.options.closed_callback, always=True)  # after every callback queued
         self._watchdog.stop(seconds)
+        # A stuck user callback delays close() by CLOSE_WAIT at most: it is left on its daemon thread, which runs
+        # the closed callback once it returns (_callbacks.py, "Closing").
+        self._callbacks.stop(min(seconds, CLOSE_WAIT))
 
     async def _close_async(self, timeout: float) -> None:
         self._mux.fail_all(errors.ConnectionClosedError)

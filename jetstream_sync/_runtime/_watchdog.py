@@ -1,11 +1,16 @@
-"""The watchdog thread: timers (heartbeat deadlines) and user callbacks, never on the IO thread.
+"""The watchdog thread: the library's own timers and checks, and nothing else.
 
-User callbacks (errors, disconnect, reconnect, close) run here, so a slow callback can only delay other
-callbacks and timers, never the connection (docs/ARCHITECTURE.md, "Rules: no user code on the IO thread").
+It runs the shared watch tick (heartbeat checks, the ordered consumer's catch-up probe, ``next()``'s idle
+check, ``auto_in_progress``) and the close after the reconnect attempts ran out. User code never runs here:
+user callbacks run on the client's callbacks thread (``_callbacks.py``), so one that blocks cannot stop a
+consume from noticing a silent link, nor hold up close() (docs/ARCHITECTURE.md, "Rules: no user code on the
+watchdog"). :func:`check_library_code` makes that a check: every function scheduled here must come from
+this package.
 """
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import logging
@@ -17,6 +22,25 @@ from typing import Any
 log = logging.getLogger("jetstream_sync")
 
 WATCHDOG_THREAD_NAME = "jetstream-sync-watchdog"
+_PACKAGE = __name__.split(".", 1)[0]  # "jetstream_sync"
+
+
+def check_library_code(fn: Callable[..., object]) -> None:
+    """Refuse (RuntimeError) a function that is not defined in this package: the watchdog runs library code only.
+
+    A user callback scheduled here by mistake would run where a block stops every heartbeat check; it belongs
+    on ``Runtime.run_callback``. Functions, lambdas and bound methods name their module; a ``functools.partial``
+    is judged by what it wraps. Checked when a function is scheduled, not each time it runs.
+    """
+    target: object = fn
+    while isinstance(target, functools.partial):
+        target = target.func
+    module = getattr(target, "__module__", None) or ""
+    if module != _PACKAGE and not module.startswith(_PACKAGE + "."):
+        raise RuntimeError(
+            f"{module or '?'}.{getattr(target, '__qualname__', type(target).__qualname__)} is not jetstream_sync "
+            "code: user code never runs on the watchdog (Runtime.run_callback runs it on the callbacks thread)"
+        )
 
 
 class Timer:
@@ -34,6 +58,11 @@ class Timer:
 
 
 class Watchdog:
+    """The watchdog thread of one client: a heap of timers, each a library function (``check_library_code``).
+
+    ``call_*`` may be called from any thread; the scheduled functions run on the watchdog thread.
+    """
+
     def __init__(self) -> None:
         self._cond = threading.Condition(threading.Lock())
         self._heap: list[tuple[float, int, Timer]] = []
@@ -47,13 +76,17 @@ class Watchdog:
         return threading.current_thread() is self.thread
 
     def call_soon(self, fn: Callable[..., object], *args: Any) -> None:
-        """Run ``fn(*args)`` on the watchdog thread; exceptions are logged, never propagated."""
+        """Any thread: run the library function ``fn(*args)`` on the watchdog thread; exceptions are logged."""
+        check_library_code(fn)
         self.call_at(0.0, (lambda: fn(*args)) if args else fn)
 
     def call_later(self, delay: float, fn: Callable[[], object]) -> Timer:
+        """Any thread: run the library function ``fn`` on the watchdog thread after ``delay`` seconds."""
         return self.call_at(time.monotonic() + delay, fn)
 
     def call_at(self, when: float, fn: Callable[[], object]) -> Timer:
+        """Any thread: run the library function ``fn`` on the watchdog thread at ``when`` (time.monotonic())."""
+        check_library_code(fn)
         timer = Timer(when, fn)
         with self._cond:
             if self._stopping:
@@ -88,6 +121,7 @@ class Watchdog:
                 self._cond.wait(delay)
 
     def _run(self) -> None:
+        """The watchdog thread: run timers as they fall due, until stopped."""
         while True:
             timer = self._next_due()
             if timer is None:
@@ -95,12 +129,13 @@ class Watchdog:
             try:
                 timer.fn()
             except BaseException:
-                # SystemExit or KeyboardInterrupt raised by a user callback would otherwise end this thread, and
-                # with it every later callback, heartbeat check and the close after reconnects run out
-                log.exception("a jetstream_sync callback raised; the watchdog goes on")
+                # a bug of ours (even a BaseException) must not end this thread, and with it every later heartbeat
+                # check and the close after the reconnect attempts ran out
+                log.exception("a jetstream_sync timer raised; the watchdog goes on")
 
     def stop(self, timeout: float) -> None:
-        """Run callbacks already due, drop future timers, and join the thread."""
+        """Any thread (close): run the timers already due, drop future ones, and join the thread (not from the
+        watchdog itself: the close after the reconnect attempts ran out runs here)."""
         with self._cond:
             self._stopping = True
             self._cond.notify()

@@ -342,7 +342,7 @@ class FastPublisher:
             self._cond.notify_all()
         if report is not None:
             if self._error_handler is not None:
-                self._runtime.run_on_watchdog(self._error_handler, report)
+                self._runtime.run_callback(self._error_handler, report)
             else:
                 log.warning("%s", report)
 

@@ -183,7 +183,7 @@ def test_a_subscription_bounds_the_bytes_it_buffers(nats_server):
         assert one_big.next_msg(timeout=5).data == b"z" * 1000
 
 
-def test_callbacks_run_on_watchdog_thread_never_io(nats_server):
+def test_callbacks_run_on_the_callbacks_thread_never_io_or_watchdog(nats_server):
     seen: list[str] = []
     closed = threading.Event()
 
@@ -202,7 +202,7 @@ def test_callbacks_run_on_watchdog_thread_never_io(nats_server):
     wait_until(lambda: sub.dropped >= 1)
     nc.close()
     assert closed.wait(2)
-    assert seen and all(name == "jetstream-sync-watchdog" for name in seen)
+    assert seen and all(name == "jetstream-sync-callbacks" for name in seen)
 
 
 @pytest.mark.parametrize(
@@ -357,28 +357,6 @@ def test_a_bad_close_timeout_changes_nothing(nats_server, bad):
     nc.close(timeout=timedelta(seconds=2))
     assert nc.is_closed
     wait_until(lambda: set(our_threads()) <= before, timeout=5)
-
-
-@pytest.mark.parametrize("exc", [SystemExit, KeyboardInterrupt, RuntimeError])
-def test_a_callback_raising_anything_does_not_end_the_watchdog(nats_server_function, exc, caplog):
-    """A disconnected callback that raises SystemExit must not stop the thread the reconnected callback (and
-    every heartbeat check) runs on."""
-    reconnected = threading.Event()
-
-    def on_disconnect() -> None:
-        raise exc("from a user callback")
-
-    with jetstream_sync.connect(
-        nats_server_function.url,
-        reconnect_wait=0.1,
-        max_reconnect_attempts=-1,
-        disconnected_callback=on_disconnect,
-        reconnected_callback=reconnected.set,
-    ) as nc:
-        nats_server_function.restart()
-        assert reconnected.wait(10), "the reconnected callback never ran"
-        assert nc._runtime._watchdog.thread.is_alive()
-    assert "the watchdog goes on" in caplog.text
 
 
 def test_ctrl_c_in_main_wakes_non_daemon_readers_so_the_process_exits(nats_server):

@@ -38,7 +38,7 @@ trustme = pytest.importorskip("trustme", reason="the TLS tests make their certif
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 _FAILS_WITHIN = 3.0  # seconds: a rejected secret or a bad certificate must not make connect() wait
 _AUTH_FAILURE = "Authentication Failure"  # the reason nats-server records for a rejected CONNECT
-_WATCHDOG = "jetstream-sync-watchdog"
+_CALLBACKS = "jetstream-sync-callbacks"
 _LOGGERS = ("", "jetstream_sync", "jetstream_sync.testing", "nats", "nats.aio.client", "asyncio")
 
 
@@ -314,7 +314,7 @@ def test_permission_violation_reaches_the_error_callback_typed(
         exc = reported.of(errors.PermissionViolationError)[0]
         assert f"permissions violation for {operation}" in str(exc).lower()  # nats-py lowercases -ERR texts
         assert "secret." in str(exc)
-        assert set(reported.threads) == {_WATCHDOG}
+        assert set(reported.threads) == {_CALLBACKS}
         # The violation does not cost the connection: allowed subjects still work.
         assert nc.is_connected
         sub = nc.subscribe("public.x")

@@ -40,10 +40,10 @@ log = logging.getLogger("jetstream_sync")
 
 
 def reporter(label: str, handler: ErrorHandler | None, runtime: Runtime) -> Callable[[BaseException], None]:
-    """Where a consume's asynchronous errors go: the user's handler on the watchdog thread, or the log."""
+    """Where a consume's asynchronous errors go: the user's handler on the client's callbacks thread, or the log."""
     if handler is None:
         return lambda exc: log.warning("consume %s: %s", label, exc)
-    return lambda exc: runtime.run_on_watchdog(handler, exc)
+    return lambda exc: runtime.run_callback(handler, exc)
 
 
 def check_callable(field: str, fn: object) -> None:

@@ -160,7 +160,7 @@ class Consumer(ServerConsumerHandle, FetchCalls):
         """Run ``handler(msg)`` for every message, serially, on the consume's own thread.
 
         Takes the options of :meth:`messages`. Errors and warnings (status warnings, missed heartbeats,
-        exceptions from the handler) go to ``error_handler`` on the client's watchdog thread; terminal ones end
+        exceptions from the handler) go to ``error_handler`` on the client's callbacks thread; terminal ones end
         the consume. With ``auto_in_progress`` a handler that works longer than half the consumer's ack_wait
         has its message kept alive (+WPI every ack_wait/2, from the watchdog) until it acks or returns, so it
         is not redelivered meanwhile. With ``workers=N`` the handler runs on N threads; with ``ordered_by``

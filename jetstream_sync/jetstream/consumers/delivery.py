@@ -39,7 +39,7 @@ __all__ = [
 
 log = logging.getLogger("jetstream_sync")
 
-#: error_handler(exc): warnings, missed heartbeats and handler exceptions of a consume, on the watchdog thread
+#: error_handler(exc): warnings, missed heartbeats and handler exceptions of a consume, on the callbacks thread
 ErrorHandler = Callable[[BaseException], object]
 
 # How many buffered messages a reader takes under one lock: one wake-up per burst

@@ -164,7 +164,7 @@ def test_handler_exceptions_reach_the_error_handler_and_consume_goes_on(js, stre
 
     ctx = cons.consume(handler, error_handler=recorder)
     wait_until(lambda: len(handled) == 10 and len(recorder.errors) == 3)
-    assert recorder.threads == {"jetstream-sync-watchdog"}
+    assert recorder.threads == {"jetstream-sync-callbacks"}
     assert not ctx.closed.is_set()
     ctx.stop()
     ctx.wait(5)
@@ -500,4 +500,4 @@ def test_a_consumer_deleted_while_disconnected_ends_the_consume(nats_server_func
             fault_proxy.refuse(False)
             ctx.wait(15)
             assert isinstance(ctx.error, errors.ConsumerNotFoundError)
-            wait_until(lambda: any(isinstance(e, errors.ConsumerNotFoundError) for e in reported))  # the watchdog
+            wait_until(lambda: any(isinstance(e, errors.ConsumerNotFoundError) for e in reported))  # callbacks thread

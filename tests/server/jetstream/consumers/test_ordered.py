@@ -405,7 +405,7 @@ def test_stream_deleted_mid_messages_ends_with_reset_error_after_max_attempts(js
     assert time.monotonic() - started < 3
     assert numbers(got) == [0, 1, 2, 3, 4]
     assert isinstance(info.value.__cause__, errors.StreamNotFoundError), repr(info.value.__cause__)
-    # the error handler runs on the watchdog, maybe after the iteration raised
+    # the error handler runs on the callbacks thread, maybe after the iteration raised
     wait_until(lambda: any(isinstance(e, errors.OrderedConsumerResetError) for e in seen), timeout=2)
 
 
