@@ -53,6 +53,7 @@ __all__ = [
     "LinkError",
     "LinkIsABucketError",
     "MaxPayloadError",
+    "MessageExceedsMaxBytesError",
     "MessageNotFoundError",
     "MessageScheduleError",
     "MessageTooLargeError",
@@ -313,6 +314,24 @@ class ConsumerDeletedError(PullError):
 
 class PushConsumerError(PullError):
     """The consumer is a push consumer; fetch/next/consume need a pull consumer (409)."""
+
+
+class MessageExceedsMaxBytesError(PullError):
+    """409 Message Size Exceeds MaxBytes to a pull that had delivered nothing: the consumer's next message is
+    larger than the whole ``max_bytes`` of the fetch or consume (its size as the server counts it: subject,
+    reply subject, headers and data). A consumer delivers in order, so no such pull can ever get past that
+    message: a fetch raises this, and messages()/consume() end with it (reported once) rather than wait forever.
+    Raise ``max_bytes`` above the message's size, or read by message count (``max_messages``)."""
+
+    def __init__(self, status: int, description: str, label: str, max_bytes: int) -> None:
+        #: the byte budget the message did not fit in
+        self.max_bytes = max_bytes
+        super().__init__(
+            status,
+            description,
+            f"{label}: a stored message is larger than max_bytes={max_bytes}, so no pull of this size can deliver "
+            "it; raise max_bytes above that message's size, or read by max_messages",
+        )
 
 
 class PullWarning(PullError):

@@ -443,6 +443,7 @@ class OrderedPull(ContinuousPull):
             self._reset(f"gap (consumer sequence {consumer_seq}, expected {self.consumer_seq + 1})", "gap")
             return
         self.consumer_seq = consumer_seq
+        self._fruitless = 0
         if pending == 0 and not self.caught_up:
             self._now_caught_up()
         if stream_seq <= self.skip_through:  # a recreated snapshot repeats what was received
@@ -608,6 +609,10 @@ class OrderedBatch:
                 if self._replace_link(type(exc).__name__):
                     continue
                 raise BufferFinished() from None
+            except errors.MessageExceedsMaxBytesError:
+                if self._taken:  # a renewed pull asks for what is left of the budget: here, the fetch is full
+                    raise BufferFinished() from None
+                raise
             meta = msg.metadata
             if meta.consumer != self._consumer:
                 continue

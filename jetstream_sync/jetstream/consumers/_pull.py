@@ -17,10 +17,9 @@ import abc
 import asyncio
 import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-
-import attrs
 
 from ... import errors
 from ..._protocol import ACK_PREFIX, api_response, encode_pub, pending_counts, pull_request, status_of
@@ -28,7 +27,8 @@ from ..._runtime import BufferFinished, MessageBuffer, NatsSubscription, Runtime
 from ..._telemetry import note_heartbeat_missed
 from ...message import Msg
 from ._heartbeat import HeartbeatMonitor
-from ._status import StatusKind, classify
+from ._status import StatusKind, classify, oversized
+from ._target import PinTracker, PullTarget, pull_unanswered, pulled_message
 from .delivery import ConsumeStats
 from .options import FetchOptions, PullPlan, PullPriority
 
@@ -46,70 +46,10 @@ log = logging.getLogger("jetstream_sync")
 
 _CHECK_CONSUMER_AFTER = 3  # pulls in a row without responders before asking whether the consumer exists
 _CHECK_TIMEOUT = 5.0
-
-
-_PIN_HEADER = b"\r\nNats-Pin-Id: "
-
-
-class PinTracker:
-    """The pin id the server gave this consumer handle (ADR-42 pinned client), shared by its fetches and
-    consumes: every pull carries it, so the server keeps delivering here. Written on the IO thread only."""
-
-    __slots__ = ("id",)
-
-    def __init__(self) -> None:
-        self.id = ""
-
-    def note(self, headers: bytes) -> bool:
-        """IO thread: take the ``Nats-Pin-Id`` of a delivered message; True when it is a new pin."""
-        at = headers.find(_PIN_HEADER)
-        if at < 0:
-            return False
-        start = at + len(_PIN_HEADER)
-        pin_id = headers[start : headers.find(b"\r\n", start)].decode()
-        if not pin_id or pin_id == self.id:
-            return False
-        self.id = pin_id
-        return True
-
-
-@attrs.frozen
-class PullTarget:
-    """The server-side consumer a pull engine asks: where its pull requests go, whether it takes acks, and
-    (with a pinned-client priority group) the pin its pulls carry."""
-
-    stream: str
-    consumer: str
-    next_subject: bytes  # <api prefix>.CONSUMER.MSG.NEXT.<stream>.<consumer>
-    ack_none: bool
-    pin: PinTracker | None = attrs.field(default=None, eq=False)
-
-    @property
-    def info_subject(self) -> bytes:
-        """<api prefix>.CONSUMER.INFO.<stream>.<consumer>: asked when pulls meet no responders (ADR-37)."""
-        return self.next_subject.replace(b".CONSUMER.MSG.NEXT.", b".CONSUMER.INFO.", 1)
-
-    @property
-    def label(self) -> str:
-        return f"{self.stream}/{self.consumer}"
-
-
-def pulled_message(
-    runtime: Runtime, target: PullTarget, subject: bytes, reply: bytes, data: bytes, headers: bytes | None
-) -> Msg:
-    """IO thread: the Msg of a delivery from ``target``, acked through ``runtime``; its size counts for the
-    byte limits as the server counts it (subject, reply, headers and data)."""
-    size = len(subject) + len(reply) + len(data) + (len(headers) if headers else 0)
-    return Msg(subject.decode(), reply.decode(), data, headers, runtime, size=size, ack_none=target.ack_none)
-
-
-def pull_unanswered(label: str) -> errors.ConsumerNotFoundError:
-    """What a one-off pull (fetch, next) ends with when its request met no responders (503)."""
-    return errors.ConsumerNotFoundError(
-        503,
-        10014,
-        f"no responders for a pull on {label}: the consumer does not exist or JetStream is not available",
-    )
+# After statuses in a row that brought no message, the next pull waits this long after the last one, doubling
+# per status up to _HOLD_MAX (ContinuousPull._pull_after_status).
+_HOLD_FIRST = 0.05
+_HOLD_MAX = 5.0
 
 
 # -- the common part ----------------------------------------------------------------------------------------
@@ -244,6 +184,9 @@ class FetchPull(_PullEngine):
             return
         if kind is StatusKind.QUIET or kind is StatusKind.RESET:
             self._finish(None)
+        elif kind is StatusKind.OVERSIZED:
+            # after some messages the normal end of a pull sized by bytes; before any, the next message can never fit
+            self._finish(None if self.received else oversized(status, description, self.label, self.max_bytes))
         elif kind is StatusKind.UNPINNED:
             if self.target.pin is not None:
                 self.target.pin.id = ""
@@ -335,6 +278,8 @@ class ContinuousPull(_PullEngine):
         self._retry_delay = 0.25
         self._pulled_pinned = False  # the last pull carried a pin id
         self._unanswered = 0  # pulls in a row that met no responders
+        self._fruitless = 0  # statuses in a row with no message between them (see _pull_after_status)
+        self._last_pull_at = 0.0  # time.monotonic() of the last pull sent
         self._checking = False  # a consumer info request is out (ADR-37: does the consumer still exist?)
         # user side only (the thread handing out messages)
         self.delivered = 0
@@ -452,6 +397,7 @@ class ContinuousPull(_PullEngine):
         self.pending_msgs += batch
         self.pending_bytes += max_bytes
         self.pulls_sent += 1
+        self._last_pull_at = time.monotonic()
         fields = self._priority_fields(opts.priority)
         self._pulled_pinned = bool(fields and "id" in fields)
         self._send_pull(pull_request(batch, opts.expires, max_bytes, opts.idle_heartbeat, extra=fields))
@@ -484,6 +430,7 @@ class ContinuousPull(_PullEngine):
         if reply.startswith(ACK_PREFIX):
             self.received += 1
             self._unanswered = 0
+            self._fruitless = 0
             pin = self.target.pin
             if headers is not None and pin is not None and pin.note(headers):
                 priority = self.options.priority
@@ -508,6 +455,9 @@ class ContinuousPull(_PullEngine):
             assert exc is not None
             self._on_terminal(exc)
             return
+        if kind is StatusKind.OVERSIZED and self.options.by_bytes and bytes_left >= self.options.max_bytes:
+            self._on_oversized(oversized(status, description, self.label, self.options.max_bytes))
+            return
         if kind is StatusKind.WARNING:
             self.warnings += 1
             assert exc is not None
@@ -519,7 +469,42 @@ class ContinuousPull(_PullEngine):
         elif kind is StatusKind.NO_RESPONDERS:
             self._retry_later(exc)
             return
-        self._pull()
+        self._pull_after_status()
+
+    def _pull_after_status(self) -> None:
+        """IO thread, after a status that ended or refused a pull: pull again when the thresholds say so, but
+        never at once after a run of statuses with no message between them.
+
+        A status the server sends the moment a pull arrives (a 409; a byte budget, what is left of ``max_bytes``
+        beside the buffered messages, too small for the next message) would otherwise be answered with the same
+        pull at once, thousands of times a second while the handler works. So the second such status in a row
+        waits until 50 ms after the last pull, each further one twice as long, up to 5 s; a delivered message
+        starts over. A pull that waited out its expiry (408) was sent long before, and is replaced at once.
+        """
+        fruitless = self._fruitless
+        self._fruitless += 1
+        if self._retry_handle is not None and not self._retry_handle.cancelled():
+            return  # a pull is already due then
+        hold = min(_HOLD_FIRST * 2 ** min(fruitless - 1, 10), _HOLD_MAX) if fruitless else 0.0
+        wait = self._last_pull_at + hold - time.monotonic()
+        if wait <= 0:
+            self._pull()
+        else:
+            self._retry_handle = self.runtime.call_later(wait, self._retry_now)
+
+    def _on_oversized(self, exc: errors.MessageExceedsMaxBytesError) -> None:
+        """IO thread: a pull asking for the whole ``max_bytes`` got nothing, its next message being larger.
+
+        Terminal, although ADR-37 lets a consume go on after every 409 but Consumer Deleted and push based: the
+        consumer delivers in order, so every later pull meets the same message, and going on would leave the
+        consume looking idle while the stream fills behind that message (``num_pending`` growing), its one
+        report easily missed; an iterator without an error handler would wait forever. Ended, the error
+        raises from the iteration and stays in ``ctx.error``, where a supervisor sees it. (A consumer shared
+        with readers of a larger ``max_bytes`` could go on once one of them took the message; one whose reader
+        cannot read every message is misconfigured all the same.) An ordered consumer ends too: a new link
+        would stop at the same message.
+        """
+        self._on_terminal(exc)
 
     def _on_unpinned(self, exc: errors.JetStreamError | None) -> None:
         """IO thread, 423: the pin moved. Every outstanding pull carried the old id and is refused, so forget

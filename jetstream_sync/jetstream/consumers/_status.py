@@ -6,12 +6,13 @@ from enum import Enum
 
 from ... import errors
 
-__all__ = ["StatusKind", "classify"]
+__all__ = ["StatusKind", "classify", "oversized"]
 
 
 class StatusKind(Enum):
     HEARTBEAT = "heartbeat"
-    QUIET = "quiet"  # 404, 408, 409 Message Size Exceeds MaxBytes / Batch Completed: the pull simply ended
+    QUIET = "quiet"  # 404, 408, 409 Batch Completed: the pull simply ended
+    OVERSIZED = "oversized"  # 409 Message Size Exceeds MaxBytes: the next message is over the pull's byte budget
     WARNING = "warning"  # 409 Exceeded ...: reported, not terminal
     RESET = "reset"  # 409 Leadership Change: the pull's state is gone, start over
     TERMINAL = "terminal"  # 400, 409 Consumer Deleted / Consumer is push based
@@ -41,9 +42,22 @@ def classify(status: int, description: str) -> tuple[StatusKind, errors.JetStrea
             return StatusKind.TERMINAL, errors.ConsumerDeletedError(status, description)
         if "push based" in lowered:
             return StatusKind.TERMINAL, errors.PushConsumerError(status, description)
-        if "message size exceeds maxbytes" in lowered or "batch completed" in lowered:
+        if "message size exceeds maxbytes" in lowered:
+            return StatusKind.OVERSIZED, None  # whether that is an error depends on the pull: see oversized()
+        if "batch completed" in lowered:
             return StatusKind.QUIET, None
         if "leadership change" in lowered or "server shutdown" in lowered:
             return StatusKind.RESET, None
         return StatusKind.WARNING, errors.PullWarning(status, description)
     return StatusKind.WARNING, errors.PullWarning(status, description or "unexpected status")
+
+
+def oversized(status: int, description: str, label: str, max_bytes: int) -> errors.MessageExceedsMaxBytesError:
+    """The error of a 409 Message Size Exceeds MaxBytes to a pull that had delivered nothing of ``max_bytes``.
+
+    The server sends that 409 whenever the next message does not fit in what is left of a pull's byte budget,
+    and its size is not in the status. After some messages, that is how a pull sized by bytes normally ends
+    (ADR-37 lists it as not telegraphed). With the whole budget left, the message is larger than any pull of
+    that size: a consumer delivers in order, so it can never get past it, and that is this error.
+    """
+    return errors.MessageExceedsMaxBytesError(status, description, label, max_bytes)

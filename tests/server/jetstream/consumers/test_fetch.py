@@ -65,10 +65,19 @@ def test_fetch_bytes_limits_by_server_size(js, stream, cons):
         m.ack()
 
 
-def test_message_larger_than_max_bytes_ends_quietly(js, stream, cons):
+def test_a_fetch_of_a_message_larger_than_max_bytes_raises(js, stream, cons):
+    """409 Message Size Exceeds MaxBytes before any message: no fetch of that size can ever get past it, so an
+    empty batch would let a fetch loop spin on it forever, silently. After some messages it is how a fetch
+    sized by bytes ends (test_fetch_bytes_limits_by_server_size)."""
     publish(js, f"{stream.name}.a", 1, size=500)
+    started = time.monotonic()
     batch = cons.fetch_bytes(100, expires=2)
-    assert list(batch) == [] and batch.error is None  # 409 Message Size Exceeds MaxBytes is not telegraphed
+    with pytest.raises(errors.MessageExceedsMaxBytesError, match=f"{stream.name}/f: .*max_bytes=100"):
+        list(batch)
+    assert time.monotonic() - started < 1.5  # the server answers at once; no wait for the expiry
+    assert isinstance(batch.error, errors.MessageExceedsMaxBytesError) and batch.error.max_bytes == 100
+    with pytest.raises(errors.MessageExceedsMaxBytesError):
+        list(js.ordered_consumer(stream.name).fetch_bytes(100, expires=2))
 
 
 def test_next_gets_one_message_or_times_out(js, stream, cons):

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from jetstream_sync import errors
-from jetstream_sync.jetstream.consumers._status import StatusKind, classify
+from jetstream_sync.jetstream.consumers._status import StatusKind, classify, oversized
 
 
 def test_status_table():
     assert classify(100, "Idle Heartbeat")[0] is StatusKind.HEARTBEAT
     assert classify(404, "No Messages")[0] is StatusKind.QUIET
     assert classify(408, "Request Timeout")[0] is StatusKind.QUIET
-    assert classify(409, "Message Size Exceeds MaxBytes")[0] is StatusKind.QUIET
+    assert classify(409, "Message Size Exceeds MaxBytes") == (StatusKind.OVERSIZED, None)  # the pull decides
     assert classify(409, "Batch Completed")[0] is StatusKind.QUIET
     for warning in [
         "Exceeded MaxRequestBatch of 2",
@@ -23,3 +23,10 @@ def test_status_table():
     assert isinstance(classify(400, "Bad Request")[1], errors.BadRequestError)
     assert isinstance(classify(409, "Consumer Deleted")[1], errors.ConsumerDeletedError)
     assert isinstance(classify(409, "Consumer is push based")[1], errors.PushConsumerError)
+
+
+def test_oversized_names_the_consumer_and_max_bytes():
+    exc = oversized(409, "Message Size Exceeds MaxBytes", "S/C", 1024)
+    assert isinstance(exc, errors.MessageExceedsMaxBytesError) and isinstance(exc, errors.PullError)
+    assert (exc.status, exc.max_bytes) == (409, 1024)
+    assert str(exc).startswith("409 Message Size Exceeds MaxBytes: S/C: a stored message is larger than max_bytes=1024")

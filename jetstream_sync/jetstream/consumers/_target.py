@@ -1,0 +1,79 @@
+"""What a pull engine asks and what it hands out: the server-side consumer (:class:`PullTarget`, with the
+pin of a pinned-client priority group, :class:`PinTracker`), the message built from a delivery, and the error
+of a one-off pull that met no responders. Shared by every pull engine: ``_pull.py`` (fetch, consume),
+``_single.py`` (next) and ``_ordered.py`` (ordered links).
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from ... import errors
+from ..._runtime import Runtime
+from ...message import Msg
+
+__all__ = ["PinTracker", "PullTarget", "pull_unanswered", "pulled_message"]
+
+
+_PIN_HEADER = b"\r\nNats-Pin-Id: "
+
+
+class PinTracker:
+    """The pin id the server gave this consumer handle (ADR-42 pinned client), shared by its fetches and
+    consumes: every pull carries it, so the server keeps delivering here. Written on the IO thread only."""
+
+    __slots__ = ("id",)
+
+    def __init__(self) -> None:
+        self.id = ""
+
+    def note(self, headers: bytes) -> bool:
+        """IO thread: take the ``Nats-Pin-Id`` of a delivered message; True when it is a new pin."""
+        at = headers.find(_PIN_HEADER)
+        if at < 0:
+            return False
+        start = at + len(_PIN_HEADER)
+        pin_id = headers[start : headers.find(b"\r\n", start)].decode()
+        if not pin_id or pin_id == self.id:
+            return False
+        self.id = pin_id
+        return True
+
+
+@attrs.frozen
+class PullTarget:
+    """The server-side consumer a pull engine asks: where its pull requests go, whether it takes acks, and
+    (with a pinned-client priority group) the pin its pulls carry."""
+
+    stream: str
+    consumer: str
+    next_subject: bytes  # <api prefix>.CONSUMER.MSG.NEXT.<stream>.<consumer>
+    ack_none: bool
+    pin: PinTracker | None = attrs.field(default=None, eq=False)
+
+    @property
+    def info_subject(self) -> bytes:
+        """<api prefix>.CONSUMER.INFO.<stream>.<consumer>: asked when pulls meet no responders (ADR-37)."""
+        return self.next_subject.replace(b".CONSUMER.MSG.NEXT.", b".CONSUMER.INFO.", 1)
+
+    @property
+    def label(self) -> str:
+        return f"{self.stream}/{self.consumer}"
+
+
+def pulled_message(
+    runtime: Runtime, target: PullTarget, subject: bytes, reply: bytes, data: bytes, headers: bytes | None
+) -> Msg:
+    """IO thread: the Msg of a delivery from ``target``, acked through ``runtime``; its size counts for the
+    byte limits as the server counts it (subject, reply, headers and data)."""
+    size = len(subject) + len(reply) + len(data) + (len(headers) if headers else 0)
+    return Msg(subject.decode(), reply.decode(), data, headers, runtime, size=size, ack_none=target.ack_none)
+
+
+def pull_unanswered(label: str) -> errors.ConsumerNotFoundError:
+    """What a one-off pull (fetch, next) ends with when its request met no responders (503)."""
+    return errors.ConsumerNotFoundError(
+        503,
+        10014,
+        f"no responders for a pull on {label}: the consumer does not exist or JetStream is not available",
+    )
