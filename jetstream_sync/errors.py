@@ -13,14 +13,16 @@ __all__ = [
     "APIError",
     "AuthorizationError",
     "BadObjectMetaError",
+    "BadRequestError",
     "BatchPublishError",
     "BatchPublishNotEnabledError",
-    "BadRequestError",
     "BucketExistsError",
     "BucketFullError",
     "BucketNotFoundError",
+    "ClusterMemberChangeError",
     "ClusterUnavailableError",
     "ConnectionClosedError",
+    "ConsumerConfigError",
     "ConsumerConfigMismatchError",
     "ConsumerDeletedError",
     "ConsumerExistsError",
@@ -50,6 +52,7 @@ __all__ = [
     "KeyValueConfigError",
     "KeyValueError",
     "KeyWrongLastSequenceError",
+    "LameDuckModeEvent",
     "LinkError",
     "LinkIsABucketError",
     "MaxPayloadError",
@@ -83,9 +86,12 @@ __all__ = [
     "QueueFlowControlError",
     "QueueHeartbeatError",
     "SlowConsumerError",
+    "StreamConfigError",
+    "StreamIdentityMismatchError",
     "StreamNameInUseError",
     "StreamNotFoundError",
-    "StreamConfigError",
+    "StreamReconfigureInProgressError",
+    "StreamReplacedError",
     "StreamStoreFailedError",
     "SubjectMismatchError",
     "SubscribeError",
@@ -136,6 +142,13 @@ class ProtocolError(JetStreamError):
     connection's read path the client reports it (to ``error_callback``, or logged) and reconnects; a call whose
     reply is malformed raises it, naming what was wrong, and the connection stays usable.
     """
+
+
+class LameDuckModeEvent(JetStreamError):
+    """An event, given to ``error_callback`` (else logged): the server the client is connected to entered lame-duck
+    mode (it is shutting down and closes its clients over the next minutes). When the client knows another
+    server (given, or announced by the cluster) it moves there itself within a few seconds; otherwise it stays
+    until the server closes the connection, then reconnects as usual."""
 
 
 class ForkedClientError(JetStreamError, RuntimeError):
@@ -231,6 +244,27 @@ class ClusterUnavailableError(APIError):
     """ "JetStream system temporarily unavailable" (err_code 10008): the stream, consumer or meta group that must
     answer has no leader at the moment, as during a cluster election. An idempotent API request is retried
     within its timeout (``nc.jetstream(api_retry=...)``); this is raised when the election outlasts it."""
+
+
+class StreamReconfigureInProgressError(ClusterUnavailableError):
+    """ "stream reconfiguration already in progress" (err_code 10226, nats-server 2.15): an earlier update of the
+    stream is still being applied. It passes by waiting, as an election does, so an idempotent request is
+    retried within its timeout like :class:`ClusterUnavailableError`; this is raised when it outlasts it."""
+
+
+class ClusterMemberChangeError(ClusterUnavailableError):
+    """ "cluster member change is in progress" (err_code 10202, nats-server 2.12+): a peer is being added to or
+    removed from the group that must answer. Transient, and retried as an election is."""
+
+
+class ConsumerConfigError(APIError):
+    """The server refused a consumer configuration (for example a flow-control ack policy without what it needs,
+    err_codes 10218 to 10222, or an invalid reset, 10204): the text says which rule; fix the config."""
+
+
+class StreamIdentityMismatchError(APIError):
+    """ "consumer's stream identity does not match" (err_code 10225, nats-server 2.15): the consumer was made for
+    a stream that has since been deleted and created anew under the same name."""
 
 
 class StreamNotFoundError(APIError):
@@ -361,6 +395,17 @@ class OrderedConsumerResetError(JetStreamError):
     """An ordered consumer could not recreate its server-side consumer within ``max_reset_attempts``.
 
     The cause (``__cause__``) is the last failure, e.g. StreamNotFoundError when the stream was deleted.
+    """
+
+
+class StreamReplacedError(OrderedConsumerResetError):
+    """The stream an ordered read follows was deleted and created anew under its name while the client was away
+    (its creation time changed, or its last sequence is below what was already read).
+
+    Its sequences continue nothing read so far, so reading on "after the last sequence seen" would skip the new
+    stream's first messages without a word. With ``on_stream_replaced="restart"`` (the default) the read starts
+    over from the new stream's beginning (per its deliver policy) and this is reported to the error handler (and
+    logged) as an event; with ``"error"`` the read ends with it.
     """
 
 
@@ -606,6 +651,22 @@ _API_ERRORS: dict[int, type[APIError]] = {
     10203: MessageScheduleError,  # message schedules source is invalid
     10212: MessageScheduleError,  # message schedules invalid scheduler
     10223: MessageScheduleError,  # message schedules time zone is invalid
+    # nats-server 2.12 to 2.15
+    10226: StreamReconfigureInProgressError,  # stream reconfiguration already in progress (retried)
+    10202: ClusterMemberChangeError,  # cluster member change is in progress (retried)
+    10225: StreamIdentityMismatchError,  # consumer's stream identity does not match
+    10204: ConsumerConfigError,  # invalid reset
+    10218: ConsumerConfigError,  # flow control ack policy requires a push based consumer
+    10219: ConsumerConfigError,  # flow control ack policy requires flow control
+    10220: ConsumerConfigError,  # flow control ack policy requires max ack pending
+    10221: ConsumerConfigError,  # flow control ack policy requires unset ack wait
+    10222: ConsumerConfigError,  # flow control ack policy requires unset max deliver
+    10209: StreamConfigError,  # stream mirrors can not also use batch publishing
+    10213: StreamConfigError,  # stream mirror consumer config is invalid
+    10214: StreamConfigError,  # stream mirror consumer requires flow control ack policy
+    10215: StreamConfigError,  # stream source consumer config is invalid
+    10216: StreamConfigError,  # duplicate stream source consumer detected
+    10217: StreamConfigError,  # stream source consumer requires flow control ack policy
 }
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import random
 import ssl
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
@@ -56,6 +57,9 @@ __all__ = [
 ]
 
 log = logging.getLogger("jetstream_sync")
+
+#: a move off a server in lame-duck mode waits a random share of this many seconds (see NatsConnection._lame_duck)
+LAME_DUCK_SPREAD = 5.0
 
 # close(): how often the unsent backlog is looked at, and how long it may stay unmoved before the rest is dropped
 _CLOSE_POLL = 0.02
@@ -129,6 +133,9 @@ NATS_PY_CONTRACT: tuple[ContractMember, ...] = (
     ContractMember("Client", "_error_cb", "instance"),
     ContractMember("Client", "_reading_task", "instance"),
     ContractMember("Client", "_pongs", "instance"),
+    ContractMember("Client", "_server_pool", "instance"),
+    ContractMember("Client", "_attempt_reconnect", "method"),
+    ContractMember("Client", "is_draining", "property"),
     ContractMember("Client", "_pongs_received", "instance"),
     ContractMember("Client", "_pings_outstanding", "instance"),
     ContractMember("Client", "_ps", "instance"),
@@ -269,6 +276,8 @@ class NatsConnection(nats.aio.client.Client):
         self.fast_handlers: dict[int, Handler] = {}
         self._ps = ProtocolParser(self)
         self._flushes: set[asyncio.Future[bool]] = set()  # flush_or_raise's PONG waiters (IO thread)
+        self._tasks: set[asyncio.Task[None]] = set()  # tasks of its own, referenced until done (IO thread)
+        self._keep_pool_order = False  # the next reconnect leaves a lame-duck server: see _attempt_reconnect
 
     # nats-py assigns a fresh TcpTransport before each connection attempt; it gets a gated one instead
     @property
@@ -304,6 +313,65 @@ class NatsConnection(nats.aio.client.Client):
             reason = "the connection's read loop stopped while connected"
             log.error("%s; reconnecting", reason)
             await self._process_op_err(ServerProtocolViolation(reason))
+
+    async def _process_info(self, info: dict[str, Any], initial_connection: bool = False) -> None:
+        """IO thread: an INFO (checked by the parser or the ``_server_info`` setter first). On a lame-duck notice
+        (``ldm``: the server is shutting down and will close its clients over the next minutes) the client
+        reports a LameDuckModeEvent and, when it knows another server, moves there itself (:meth:`_lame_duck`)."""
+        await super()._process_info(info, initial_connection)
+        if not initial_connection and info.get("ldm") and self._current_server is not None:
+            await self._lame_duck(self._current_server)
+
+    async def _lame_duck(self, server: Any) -> None:
+        """IO thread: the server we are connected to entered lame-duck mode.
+
+        nats-py only calls a callback. Waiting for the server to close the connection means a reconnect at a
+        moment the server picks, with what was in flight lost then; moving now, while it still answers, lets the
+        move happen when the client chooses. With no other server in the pool (a single server, or a cluster that
+        announced no ``connect_urls``) there is nowhere to go: the event is reported and the connection stays
+        until the server closes it. The move waits a random share of ``LAME_DUCK_SPREAD`` seconds, so that the
+        clients of a draining server do not all arrive at the same other server in the same instant.
+        """
+        others = [srv for srv in self._server_pool if srv is not server]
+        where = f"{server.uri.hostname}:{server.uri.port}"
+        plan = "moving to another server" if others else "no other server is known, so staying until it closes"
+        await self._error_cb(errors.LameDuckModeEvent(f"the server {where} entered lame-duck mode; {plan}"))
+        if not others:
+            return
+        loop = asyncio.get_running_loop()
+        delay = random.uniform(0, LAME_DUCK_SPREAD)
+        loop.call_later(delay, lambda: self._tasks.add(loop.create_task(self._leave(server, where))))
+
+    async def _leave(self, server: object, where: str) -> None:
+        """IO thread: reconnect elsewhere, if still on ``server``: it goes to the end of nats-py's server pool
+        first (which keeps the order servers were given and announced in), so every other one is tried before
+        it."""
+        try:
+            if self._current_server is server and self.is_connected and not self.is_draining:
+                log.info("leaving %s (lame-duck mode) for another server", where)
+                pool = self._server_pool
+                if server in pool:
+                    pool.remove(server)
+                    pool.append(server)
+                self._keep_pool_order = True  # nats-py shuffles the pool before a reconnect; not this one
+                await self._process_op_err(ConnectionResetError("left the server: it is in lame-duck mode"))
+        finally:
+            self._tasks.discard(asyncio.current_task())
+
+    async def _attempt_reconnect(self) -> None:
+        """IO thread: nats-py's reconnect; after a lame-duck move without its shuffle of the server pool, which
+        could put the draining server first again (:meth:`_leave` put it last)."""
+        if not self._keep_pool_order:
+            await super()._attempt_reconnect()
+            return
+        self._keep_pool_order = False
+        options = self.options
+        randomize = options.get("dont_randomize")
+        options["dont_randomize"] = True
+        try:
+            await super()._attempt_reconnect()
+        finally:
+            options["dont_randomize"] = randomize
 
     async def _process_pong(self) -> None:
         """A PONG answers the oldest PING. Its waiter may have given up (a flush that timed out cancels its future):

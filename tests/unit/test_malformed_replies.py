@@ -115,3 +115,22 @@ def test_a_consumer_info_of_the_wrong_shape_names_the_field():
     )
     with pytest.raises(errors.ProtocolError, match="consumer_seq"):
         ConsumerInfo.from_json(reply)
+
+
+@pytest.mark.parametrize(
+    ("err_code", "cls", "retried"),
+    [
+        (10226, errors.StreamReconfigureInProgressError, True),
+        (10202, errors.ClusterMemberChangeError, True),
+        (10225, errors.StreamIdentityMismatchError, False),
+        (10219, errors.ConsumerConfigError, False),
+        (10214, errors.StreamConfigError, False),
+    ],
+)
+def test_server_2_15_error_codes_are_typed(err_code, cls, retried):
+    """nats-server 2.15's new codes: typed, and the ones that pass by waiting retried like an election."""
+    from jetstream_sync.jetstream.retry import is_transient_cluster_error
+
+    exc = errors.api_error(400, err_code, "from the server")
+    assert type(exc) is cls
+    assert is_transient_cluster_error(exc) is retried

@@ -113,3 +113,25 @@ def test_a_pending_publish_async_future_fails_on_close():
         with pytest.raises(errors.ConnectionClosedError):
             future.result(timeout=5)
         closer.join(5)
+
+
+def test_lame_duck_mode_moves_to_another_server_and_says_so(monkeypatch):
+    monkeypatch.setattr("jetstream_sync._runtime._nats.LAME_DUCK_SPREAD", 0.2)
+    reported: list[BaseException] = []
+    connect = {"error_callback": reported.append, "reconnect_wait": 0.05}
+    with ScriptedServer() as draining, ScriptedServer() as other, jetstream_sync.connect(draining.url, **connect) as nc:
+        assert core_round_trip(nc)
+        other_address = other.url.removeprefix("nats://")
+        draining.send(b'INFO {"ldm":true,"connect_urls":["%s"]}\r\n' % other_address.encode())
+        wait_until(lambda: nc.connected_url == other.url and nc.is_connected, timeout=10)
+        assert core_round_trip(nc)
+        assert any(isinstance(r, errors.LameDuckModeEvent) and "moving" in str(r) for r in reported)
+
+
+def test_lame_duck_mode_with_nowhere_to_go_is_reported_and_the_connection_stays():
+    reported: list[BaseException] = []
+    with ScriptedServer() as draining, jetstream_sync.connect(draining.url, error_callback=reported.append) as nc:
+        draining.send(b'INFO {"ldm":true}\r\n')
+        wait_until(lambda: reported, timeout=5)
+        assert isinstance(reported[0], errors.LameDuckModeEvent) and "staying" in str(reported[0])
+        assert nc.reconnects == 0 and core_round_trip(nc)
