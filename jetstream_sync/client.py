@@ -178,7 +178,12 @@ class Client:
         return Subscription.open(self._runtime, subject, queue, max_pending, self.default_timeout, max_pending_bytes)
 
     def flush(self, timeout: float | None = None) -> None:
-        """Wait until the server has processed everything published so far (PING/PONG)."""
+        """Wait until the server has processed everything published so far (PING/PONG).
+
+        Raises TimeoutError when no PONG comes within ``timeout`` (the connection carries on; the late PONG is
+        ignored), and NotConnectedError at once when the connection is down or is lost while waiting: what was
+        written before may not have reached the server, and a flush cannot confirm it across a reconnect.
+        """
         self._runtime.check_usable()
         self._runtime.flush(check_timeout(timeout, self.default_timeout))
 
@@ -192,11 +197,14 @@ class Client:
         api_retry: tenacity.Retrying | None = None,
         max_pending: int | None = None,
         stall_timeout: float | timedelta | None = None,
+        max_pending_bytes: int | None = None,
     ) -> JetStream:
         """A JetStream context; ``domain`` or ``api_prefix`` select another JetStream API. ``publish_retry``
         and ``api_retry`` replace the retry policies of publishes and of idempotent API requests. ``max_pending``
-        (4,000) caps the context's publish_async calls in flight, and ``stall_timeout`` (10 s) bounds how long
-        one waits for a free slot or behind a stalled link before PublishBackpressureError."""
+        (4,000) and ``max_pending_bytes`` (128 MiB of payloads and headers, kept for resends until acked) cap the
+        context's publish_async calls in flight (a publish larger than the byte cap goes when nothing else is in
+        flight), and ``stall_timeout`` (10 s) bounds how long one waits for room or behind a stalled link before
+        PublishBackpressureError."""
         from .jetstream import JetStream
 
         self._runtime.check_usable()
@@ -205,6 +213,8 @@ class Client:
             limits["max_pending"] = max_pending
         if stall_timeout is not None:
             limits["stall_timeout"] = stall_timeout
+        if max_pending_bytes is not None:
+            limits["max_pending_bytes"] = max_pending_bytes
         return JetStream(
             self,
             timeout=timeout,

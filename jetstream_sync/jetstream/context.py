@@ -60,6 +60,7 @@ from .kv.manager import KeyValueManager
 from .object_store.manager import ObjectStoreManager
 from .publish import (
     DEFAULT_MAX_PENDING,
+    DEFAULT_MAX_PENDING_BYTES,
     NO_CHECKS,
     AsyncPublisher,
     PublishOptions,
@@ -95,6 +96,7 @@ class JetStream(KeyValueManager, ObjectStoreManager):
         api_retry: tenacity.Retrying | None = None,
         max_pending: int = DEFAULT_MAX_PENDING,
         stall_timeout: float | timedelta = 10.0,
+        max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
     ) -> None:
         if domain is not None and api_prefix is not None:
             raise errors.InvalidArgumentError("domain", "set either domain or api_prefix, not both")
@@ -120,6 +122,7 @@ class JetStream(KeyValueManager, ObjectStoreManager):
         self._publisher = AsyncPublisher(
             self._runtime,
             max_pending=check_int("max_pending", max_pending, minimum=1),
+            max_pending_bytes=check_int("max_pending_bytes", max_pending_bytes, minimum=1),
             ack_timeout=self.timeout,
             stall_timeout=to_seconds("stall_timeout", stall_timeout),
         )

@@ -29,6 +29,8 @@ __all__ = [
 ]
 
 DEFAULT_MAX_PENDING = 4000
+#: publish_async's default bound on the bytes held in flight (payloads and headers kept for resends until acked)
+DEFAULT_MAX_PENDING_BYTES = 128 * 1024 * 1024
 NO_RESPONDERS_ATTEMPTS = 4  # publish_async: tries, 50 ms apart and doubling, while JetStream does not answer
 _RETRY_MAX_DELAY = 1.0  # past those, tries go on 1 s apart while they fit the ack timeout (a cluster election)
 
@@ -154,28 +156,47 @@ def parse_pub_ack(data: bytes) -> PubAck:
     return PubAck.from_json(body)  # the generic mapper checks the other members' types
 
 
+def message_size(message: PreparedMessage) -> int:
+    """What a prepared publish holds in memory until its ack: its payload and header block."""
+    _subject, headers, payload = message
+    return len(payload) + (len(headers) if headers else 0)
+
+
 def _is_sequence(value: object) -> bool:
     """A stream sequence as JSON gives it: an unsigned 64-bit integer."""
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**64
 
 
 class _InflightGate:
-    """Caps in-flight asynchronous publishes; ``wait_empty`` backs publish_async_complete()."""
+    """Caps in-flight asynchronous publishes by count and by bytes (payload and headers, held for resends until
+    the ack); ``wait_empty`` backs publish_async_complete().
 
-    def __init__(self, limit: int) -> None:
+    The byte cap exists because the count alone let 600 publishes of 1 MiB with their acks held cost 607 MB,
+    and the default count allowed about 4 GiB. A publish larger than the whole byte cap still goes when nothing
+    else is in flight, so no size can wait forever.
+    """
+
+    def __init__(self, limit: int, max_bytes: int) -> None:
         self.limit = limit
+        self.max_bytes = max_bytes
         self.count = 0
+        self.size = 0
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._waiters = 0
 
-    def acquire(self, timeout: float, closed: Callable[[], bool]) -> float:
-        """Take an in-flight slot, waiting at most ``timeout``; returns what is left of it (the whole of it on
-        the hot path, which reads no clock)."""
+    def _fits(self, size: int) -> bool:
+        """Lock held: a publish of ``size`` bytes may go now."""
+        return self.count < self.limit and (self.size + size <= self.max_bytes or self.count == 0)
+
+    def acquire(self, size: int, timeout: float, closed: Callable[[], bool]) -> float:
+        """Take an in-flight slot for ``size`` bytes, waiting at most ``timeout``; returns what is left of it (the
+        whole of it on the hot path, which reads no clock)."""
         lock = self._lock
         lock.acquire()  # the plain lock on the hot path: a Condition's context manager costs more than the work
-        if self.count < self.limit:
+        if self._fits(size):
             self.count += 1
+            self.size += size
             lock.release()
             return timeout
         lock.release()
@@ -185,23 +206,26 @@ class _InflightGate:
             try:
                 wait_while(
                     self._cond,
-                    lambda: self.count >= self.limit,
+                    lambda: not self._fits(size),
                     timeout,
                     closed=closed,
                     timed_out=lambda: errors.PublishBackpressureError(
-                        f"{self.count} asynchronous publishes stayed in flight for {timeout:g}s; the server "
-                        "is not keeping up (wait with publish_async_complete() or raise max_pending)"
+                        f"{self.count} asynchronous publishes ({self.size} bytes) stayed in flight for {timeout:g}s; "
+                        "the server is not keeping up (wait with publish_async_complete() or raise max_pending / "
+                        "max_pending_bytes)"
                     ),
                 )
                 self.count += 1
+                self.size += size
             finally:
                 self._waiters -= 1
         return max(0.0, deadline - time.monotonic())
 
-    def release(self) -> None:
+    def release(self, size: int) -> None:
         lock = self._lock
         lock.acquire()
         self.count -= 1
+        self.size -= size
         waiters = self._waiters
         lock.release()
         if waiters:
@@ -236,11 +260,12 @@ class _PubAckReply:
     not answering yet: the publish is sent again, backing off, within its ack timeout (see ``retry_later``).
     """
 
-    __slots__ = ("attempts", "future", "headers", "payload", "publisher", "sent", "subject", "timeout")
+    __slots__ = ("attempts", "future", "headers", "payload", "publisher", "sent", "size", "subject", "timeout")
 
     def __init__(self, publisher: AsyncPublisher, message: PreparedMessage, timeout: float) -> None:
         self.publisher = publisher
         self.subject, self.headers, self.payload = message
+        self.size = message_size(message)
         self.timeout = timeout
         self.attempts = 1
         self.sent = time.monotonic()  # the first try: retries fit the ack timeout from here
@@ -260,14 +285,14 @@ class _PubAckReply:
         except Exception as exc:  # a decoder's bug: still no pending future, and the reason kept
             self.fail(errors.ProtocolError(f"the PubAck could not be read ({type(exc).__name__}: {exc})"))
             return
-        self.publisher.release()
+        self.publisher.release(self.size)
         if not self.future.done():
             self.future.set_result(result)
 
     def fail(self, exc: BaseException) -> None:
         if isinstance(exc, errors.NoRespondersError) and self.publisher.retry_later(self):
             return
-        self.publisher.release()
+        self.publisher.release(self.size)
         if not self.future.done():
             self.future.set_exception(exc)
 
@@ -275,9 +300,11 @@ class _PubAckReply:
 class AsyncPublisher:
     """publish_async's state for one JetStream context: the in-flight gate and the ack timeout."""
 
-    def __init__(self, runtime: Runtime, *, max_pending: int, ack_timeout: float, stall_timeout: float) -> None:
+    def __init__(
+        self, runtime: Runtime, *, max_pending: int, max_pending_bytes: int, ack_timeout: float, stall_timeout: float
+    ) -> None:
         self._runtime = runtime
-        self._gate = _InflightGate(max_pending)
+        self._gate = _InflightGate(max_pending, max_pending_bytes)
         self.ack_timeout = ack_timeout
         self.stall_timeout = stall_timeout
         runtime.track(self)
@@ -288,14 +315,14 @@ class AsyncPublisher:
     def submit(self, message: PreparedMessage, timeout: float | timedelta | None) -> concurrent.futures.Future[PubAck]:
         runtime = self._runtime
         ack_timeout = self.ack_timeout if timeout is None else check_timeout(timeout, self.ack_timeout)
-        left = self._gate.acquire(self.stall_timeout, self._closed)  # the same stall timeout bounds both waits
         reply = _PubAckReply(self, message, ack_timeout)
+        left = self._gate.acquire(reply.size, self.stall_timeout, self._closed)  # one stall timeout bounds both waits
         subject = runtime.expect_reply(reply, ack_timeout)
         try:
             runtime.send(reply.encode(subject), left)
         except BaseException as exc:
             runtime.forget_reply(subject)
-            self._gate.release()
+            self._gate.release(reply.size)
             if isinstance(exc, errors.TimeoutError):  # the outbound backlog did not move: the same back-pressure
                 raise errors.PublishBackpressureError(
                     f"the connection took nothing for {self.stall_timeout:g}s (a stalled link or a slow server); "
@@ -327,13 +354,17 @@ class AsyncPublisher:
         left = max(0.05, reply.timeout - (time.monotonic() - reply.sent))  # one ack timeout for all the tries
         runtime.send_now(reply.encode(runtime.expect_reply(reply, left)))
 
-    def release(self) -> None:
-        """IO thread: one in-flight publish resolved."""
-        self._gate.release()
+    def release(self, size: int) -> None:
+        """IO thread: one in-flight publish of ``size`` bytes resolved."""
+        self._gate.release(size)
 
     @property
     def pending(self) -> int:
         return self._gate.count
+
+    @property
+    def pending_bytes(self) -> int:
+        return self._gate.size
 
     def complete(self, timeout: float) -> None:
         self._gate.wait_empty(timeout, self._closed)

@@ -135,3 +135,26 @@ def test_lame_duck_mode_with_nowhere_to_go_is_reported_and_the_connection_stays(
         wait_until(lambda: reported, timeout=5)
         assert isinstance(reported[0], errors.LameDuckModeEvent) and "staying" in str(reported[0])
         assert nc.reconnects == 0 and core_round_trip(nc)
+
+
+def test_publish_async_bounds_the_bytes_held_in_flight():
+    """Acks held back (a slow or silent stream): publish_async stops at max_pending_bytes, not only max_pending."""
+    payload = b"x" * (256 * 1024)
+    with ScriptedServer() as server, jetstream_sync.connect(server.url) as nc:
+        server.reply("big.>", lambda request: None)  # the stream never acks
+        js = nc.jetstream(max_pending=1000, max_pending_bytes=1024 * 1024, stall_timeout=0.5, timeout=30)
+        futures = [js.publish_async("big.x", payload) for _ in range(4)]  # 1 MiB in flight: full
+        assert js.publish_async_pending() == 4
+        with pytest.raises(errors.PublishBackpressureError, match=r"\(1048576 bytes\) stayed in flight"):
+            js.publish_async("big.x", b"y")
+        assert js.publish_async_pending() == 4
+        del futures
+
+
+def test_a_publish_larger_than_the_byte_cap_goes_when_nothing_else_is_in_flight():
+    with ScriptedServer() as server, jetstream_sync.connect(server.url) as nc:
+        server.ack_publishes("big.>", stream="BIG")
+        js = nc.jetstream(max_pending_bytes=1024)
+        assert js.publish_async("big.x", b"x" * 4096).result(timeout=5).seq == 1
+        futures = [js.publish_async("big.x", b"x" * 4096) for _ in range(5)]  # one at a time, none stuck
+        assert [f.result(timeout=5).seq for f in futures] == [2, 3, 4, 5, 6]
