@@ -300,11 +300,24 @@ class FastPublisher:
     def _on_reply(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
         try:
             body = json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):
             log.warning("fast publisher %s: unreadable answer %r", self.batch_id, data[:200])
             return
         if not isinstance(body, dict):
             return
+        try:
+            self._on_answer(body)
+        except (TypeError, ValueError, AttributeError, OverflowError, errors.ProtocolError) as exc:
+            # an answer of the wrong shape (a broken server): the batch ends with it rather than wait unanswered
+            failure = errors.ProtocolError(f"fast batch {self.batch_id}: the server's answer {data[:200]!r}: {exc}")
+            with self._cond:
+                if self._failure is None:
+                    self._failure = failure
+                self._first_answered = self._final_seen = True
+                self._cond.notify_all()
+
+    def _on_answer(self, body: dict[str, Any]) -> None:
+        """IO thread: one decoded answer of the server's (a flow ack, a gap, an error, the final ack)."""
         report: BaseException | None = None
         with self._cond:
             kind = body.get("type")

@@ -266,7 +266,7 @@ def parse_advisory(subject: str, data: bytes) -> Advisory:
     (not JSON, not an object, a field of an unexpected shape) comes back as an :class:`UnknownAdvisory`."""
     try:
         payload = json.loads(data)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return _unreadable(subject, data, "is not JSON")
     if not isinstance(payload, dict):
         return _unreadable(subject, data, "is not a JSON object")

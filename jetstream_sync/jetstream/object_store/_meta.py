@@ -127,7 +127,7 @@ def decode_info(data: bytes, bucket: str, stored_at: datetime | None) -> ObjectI
     """
     try:
         raw = json.loads(data)
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise errors.BadObjectMetaError(f"object metadata in bucket {bucket!r} is not valid JSON: {exc}") from exc
     if not isinstance(raw, dict):
         raise errors.BadObjectMetaError(f"object metadata in bucket {bucket!r} is not a JSON object")

@@ -158,3 +158,18 @@ def test_a_publish_larger_than_the_byte_cap_goes_when_nothing_else_is_in_flight(
         assert js.publish_async("big.x", b"x" * 4096).result(timeout=5).seq == 1
         futures = [js.publish_async("big.x", b"x" * 4096) for _ in range(5)]  # one at a time, none stuck
         assert [f.result(timeout=5).seq for f in futures] == [2, 3, 4, 5, 6]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [b'{"type":"ack","seq":"abc"}', b'{"type":"err","error":"boom"}', b'{"error":[1]}', b'{"error":{"code":1e400}}'],
+)
+def test_a_fast_publisher_ends_with_protocol_error_on_a_malformed_answer(answer):
+    """A fast-ingest answer of the wrong shape ends the batch at once (it raised on the IO thread and the batch
+    waited for an answer that had come)."""
+    with ScriptedServer() as server, jetstream_sync.connect(server.url) as nc:
+        server.reply("fast.>", answer)
+        publisher = nc.jetstream(timeout=10).fast_publisher()
+        with pytest.raises(errors.ProtocolError, match="fast batch"):
+            publisher.add("fast.x", b"1")
+            publisher.commit("fast.x", b"2")
