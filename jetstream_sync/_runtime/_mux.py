@@ -98,7 +98,7 @@ class RequestMux:
         for token in expired:
             entry = self._pending.pop(token, None)
             if entry is not None:
-                entry.fail(errors.TimeoutError("no reply within the timeout"))
+                _fail(entry, errors.TimeoutError("no reply within the timeout"))
 
     def fail_all(self, exc_factory: Callable[[], BaseException]) -> None:
         """IO thread: fail every pending entry (disconnect, close)."""
@@ -107,7 +107,16 @@ class RequestMux:
             for queue in self._deadlines.values():
                 queue.clear()
         for entry in pending.values():
-            entry.fail(exc_factory())
+            _fail(entry, exc_factory())
+
+
+def _fail(entry: ReplyHandler, exc: BaseException) -> None:
+    """IO thread: fail one entry; a failure in doing so is logged and the others still fail (a sweep or a
+    disconnect that stopped at one broken entry would leave every later waiter or future pending)."""
+    try:
+        entry.fail(exc)
+    except Exception:
+        log.exception("failing a pending reply raised on the IO thread")
 
 
 class ReplyWaiter:

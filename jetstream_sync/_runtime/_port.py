@@ -222,10 +222,14 @@ class Runtime:
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep_expired())
 
     async def _sweep_expired(self) -> None:
-        """Expire asynchronous publishes whose ack did not come in time."""
+        """IO thread: expire asynchronous publishes whose ack did not come in time. Nothing may end this loop
+        unseen: without it no publish_async future would ever time out."""
         while True:
             await asyncio.sleep(_SWEEP_INTERVAL)
-            self._mux.expire(time.monotonic())
+            try:
+                self._mux.expire(time.monotonic())
+            except Exception:
+                log.exception("expiring pending replies failed; the sweeper goes on")
 
     # -- nats-py callbacks (IO thread) ------------------------------------------------------------------
     async def _on_error(self, exc: Exception) -> None:
