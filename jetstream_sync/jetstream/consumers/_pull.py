@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 
 from ... import errors
-from ..._protocol import ACK_PREFIX, api_response, encode_pub, pending_counts, pull_request, status_of
+from ..._protocol import ACK_PREFIX, NAK, api_response, encode_pub, pending_counts, pull_request, status_of
 from ..._runtime import BufferFinished, MessageBuffer, NatsSubscription, Runtime
 from ..._telemetry import note_heartbeat_missed
 from ...message import Msg
@@ -33,6 +33,7 @@ from .delivery import ConsumeStats
 from .options import FetchOptions, PullPlan, PullPriority
 
 __all__ = [
+    "MIN_REPULL",
     "AckNextPull",
     "ContinuousPull",
     "FetchPull",
@@ -50,6 +51,9 @@ _CHECK_TIMEOUT = 5.0
 # per status up to _HOLD_MAX (ContinuousPull._pull_after_status).
 _HOLD_FIRST = 0.05
 _HOLD_MAX = 5.0
+#: a one-off pull (fetch, next) lost in a disconnect is asked again once reconnected only when at least this
+#: much of its time is left
+MIN_REPULL = 0.05
 
 
 # -- the common part ----------------------------------------------------------------------------------------
@@ -110,7 +114,10 @@ class _PullEngine(abc.ABC):
 
 # -- fetch and next -----------------------------------------------------------------------------------------
 class FetchPull(_PullEngine):
-    """One pull request: ends when the batch or byte limit is met, a status ends it, or the server goes quiet."""
+    """One pull request: ends when the batch or byte limit is met, a status ends it, or the server goes quiet.
+
+    A disconnect does not end it: the pull is asked again once reconnected, for what is left (on_reconnected).
+    """
 
     def __init__(self, runtime: Runtime, target: PullTarget, options: FetchOptions) -> None:
         super().__init__(runtime, target)
@@ -120,7 +127,11 @@ class FetchPull(_PullEngine):
         self.received = 0
         self.received_bytes = 0
         self.done = False
-        self.heartbeat = HeartbeatMonitor(runtime, options.heartbeat, lambda: not self.done, self._on_missed_heartbeat)
+        # IO thread only
+        self.connected = True
+        self._lost = False  # disconnected since the pull went out: asked again once reconnected
+        self._expires_at = 0.0  # when the pull expires at the server, by this client's clock (set by start())
+        self.heartbeat = HeartbeatMonitor(runtime, options.heartbeat, self._owes_us, self._on_missed_heartbeat)
 
     def start(self) -> None:
         """Fire and forget: the caller does not wait for the IO thread; a failure to start ends the batch.
@@ -128,6 +139,7 @@ class FetchPull(_PullEngine):
         A pull needs its own subscription: JetStream delivers with the stored subject in the MSG line, so
         only the subscription id can route a message to its fetch.
         """
+        self._expires_at = time.monotonic() + self.options.expires  # before the IO thread sees the pull
         self.runtime.track(self)
         self.runtime.post(self._begin)
 
@@ -141,27 +153,38 @@ class FetchPull(_PullEngine):
             self._finish(errors.ConnectionClosedError() if self.runtime.is_closed else exc)
             return
         self.runtime.add_listener(self)
+        self.connected = self.runtime.is_connected  # not: the pull is queued and goes out with the reconnect
         opts = self.options
-        self._send_pull(self._request_body())
+        self._send_pull(self._request_body(opts.pull_expires, opts.heartbeat))
         self.heartbeat.touch()
         self.heartbeat.start()
         log.debug(
             "fetch %s: pull batch=%d max_bytes=%d expires=%gs", self.label, self.batch, self.max_bytes, opts.expires
         )
 
-    def _request_body(self) -> bytes:
+    def _request_body(self, expires: float, heartbeat: float) -> bytes:
+        """IO thread: a pull for what is left of the batch and its bytes."""
         opts = self.options
         return pull_request(
-            self.batch,
-            opts.pull_expires,
-            self.max_bytes,
-            opts.heartbeat,
+            self.batch - self.received,
+            expires,
+            self.max_bytes - self.received_bytes if self.max_bytes else 0,
+            heartbeat,
             opts.no_wait,
             self._priority_fields(opts.pull_priority),
         )
 
+    def _owes_us(self) -> bool:
+        """Read by the heartbeat monitor (watchdog and IO thread): the server owes this pull something, which it
+        cannot while disconnected."""
+        return not self.done and self.connected
+
     def _on_message(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
         if self.done:
+            if reply.startswith(ACK_PREFIX) and not self.target.ack_none:
+                # a second pull's (the one from before a reconnect may live on) or past the deadline: give it
+                # back now rather than after the consumer's ack wait
+                self.runtime.send_now(encode_pub(reply, b"", None, NAK))
             return
         self.heartbeat.touch()
         if reply.startswith(ACK_PREFIX):
@@ -217,13 +240,30 @@ class FetchPull(_PullEngine):
 
     # -- connection events (IO thread) ------------------------------------------------------------------
     def on_disconnected(self) -> None:
-        """The request is most likely gone with the connection: end the batch now, so a fetch loop's next
-        fetch goes out as soon as the connection is back instead of waiting out this one's deadline."""
-        log.debug("fetch %s: disconnected, ending the batch", self.label)
-        self._finish(None)
+        """The request is most likely gone with the connection. The fetch goes on (its heartbeat clock paused)
+        and asks again once reconnected. Ending it here gave a short or empty batch at once, which a fetch
+        loop reads as "nothing there": a loop that stops on an empty batch stopped at any blip."""
+        self.connected = False
+        if not self.done:
+            self._lost = True
 
     def on_reconnected(self) -> None:
-        return
+        """Ask again, on the same inbox, for what is left of the batch, its bytes and its time. The pull from
+        before the disconnect may still be alive at the server (after a quick reconnect its reply subject has
+        interest again), so more than the batch can come: what arrives after the fetch ended is nak'd."""
+        self.connected = True
+        self.heartbeat.touch()
+        if self.done or not self._lost:
+            return
+        self._lost = False
+        opts = self.options
+        left = self._expires_at - time.monotonic()
+        if not opts.no_wait and left < MIN_REPULL:
+            self._finish(None)  # its time is up: the batch ends as an expired pull does
+            return
+        log.debug("fetch %s: reconnected, pulling again for what is left (%.2fs)", self.label, left)
+        heartbeat = opts.heartbeat if opts.heartbeat * 2 <= left else 0.0  # the server refuses more
+        self._send_pull(self._request_body(0.0 if opts.no_wait else left, heartbeat))
 
     # -- BatchSource ------------------------------------------------------------------------------------
     def take(self, timeout: float) -> Msg:
@@ -247,10 +287,10 @@ class AckNextPull(FetchPull):
     #: send ``+NXT <batch>`` (no expiry, the server holds the request) instead of the JSON form
     plain = False
 
-    def _request_body(self) -> bytes:
+    def _request_body(self, expires: float, heartbeat: float) -> bytes:
         if self.plain:
-            return b"+NXT %d" % self.batch
-        return b"+NXT " + super()._request_body()
+            return b"+NXT %d" % (self.batch - self.received)
+        return b"+NXT " + super()._request_body(expires, heartbeat)
 
 
 # -- messages() and consume() -------------------------------------------------------------------------------

@@ -19,6 +19,14 @@ for a call that gave up while the next call waits goes to that next call (a vali
 the same consumer); the next call's own pull then stays open on the server until it expires, and what it
 brings with no call waiting is nak'd as above.
 
+A disconnect does not end a call: its pull is most likely gone with the connection, so once reconnected the
+IO thread sends it again (a new token, for what is left of the call's time) and the call waits out its time
+as if nothing happened. A call whose time runs out while disconnected raises TimeoutError then, saying so.
+Ending the call at the disconnect raised a TimeoutError at once that claimed nothing came within the whole
+time, and a loop reading "TimeoutError means drained" stopped at any blip. The pull from before the
+disconnect may still be alive at the server (it keeps a request whose reply subject has interest again after
+a quick reconnect), so a second message can come: it goes to the next call or is nak'd, as above.
+
 Only plain ``next()`` calls come here: with a priority group, or while another thread's ``next()`` on the same
 handle is running, the call goes through :class:`FetchPull` as before. The subscription is dropped after
 ``IDLE_UNSUBSCRIBE`` seconds without a call, so handles that are dropped leave nothing behind for long.
@@ -34,8 +42,9 @@ from ... import errors
 from ..._protocol import ACK_PREFIX, NAK, encode_pub, pull_request, status_of
 from ..._runtime import NatsSubscription, Runtime
 from ...message import Msg
-from ._pull import PullTarget, pull_unanswered, pulled_message
+from ._pull import MIN_REPULL
 from ._status import StatusKind, classify
+from ._target import PullTarget, pull_unanswered, pulled_message, read_timed_out
 from .options import FetchOptions
 
 __all__ = ["SinglePull"]
@@ -47,15 +56,23 @@ IDLE_UNSUBSCRIBE = 30.0
 
 
 class _Call:
-    """One next(): its reply token, and the one-shot hand-off from the IO thread."""
+    """One next(): its reply token, and the one-shot hand-off from the IO thread.
 
-    __slots__ = ("activity", "done", "error", "lock", "msg", "token")
+    ``token``, ``lost``, ``interrupted`` and ``activity`` change on the IO thread under ``_handoff`` (a pull
+    asked again after a reconnect); the calling thread reads them under it.
+    """
 
-    def __init__(self, token: bytes) -> None:
+    __slots__ = ("activity", "done", "error", "expires_at", "interrupted", "lock", "lost", "msg", "options", "token")
+
+    def __init__(self, token: bytes, options: FetchOptions, expires_at: float) -> None:
         self.token = token
+        self.options = options
+        self.expires_at = expires_at  # when the pull expires at the server (the client waits a grace longer)
         self.msg: Msg | None = None
         self.error: BaseException | None = None
         self.done = False
+        self.lost = False  # disconnected since the pull went out: it is asked again once reconnected
+        self.interrupted = False  # disconnected at some point of the call
         self.activity = time.monotonic()  # last time anything of this pull arrived (heartbeats)
         self.lock = threading.Lock()
         self.lock.acquire()
@@ -84,18 +101,21 @@ class SinglePull:
 
     # -- the calling thread -------------------------------------------------------------------------------
     def next(self, options: FetchOptions) -> Msg:
-        """One message, or TimeoutError when the pull expires without one. Hold :attr:`busy` to call."""
+        """Calling thread: one message, or TimeoutError when none came within the time (across reconnects: a
+        disconnect does not end the call, see the module's docstring). Hold :attr:`busy` to call."""
         runtime = self.runtime
         if self._sub is None:
             self._subscribe()
         self._counter += 1
-        call = _Call(b"%x" % self._counter)
+        started = time.monotonic()
+        call = _Call(b"%x" % self._counter, options, started + options.expires)
+        call.interrupted = not runtime.is_connected  # its pull waits in the queue for the reconnect
         body = pull_request(1, options.pull_expires, 0, options.heartbeat, options.no_wait)
         with self._handoff:
             self._current = call
-        self._last_used = time.monotonic()
+        self._last_used = started
         wait = runtime.default_timeout if options.no_wait else options.expires + options.grace
-        deadline = self._last_used + wait
+        deadline = started + wait
         try:
             runtime.send_waiting(encode_pub(self.target.next_subject, self._prefix + call.token, None, body), wait)
             self._wait(call, deadline, options.heartbeat)
@@ -108,7 +128,7 @@ class SinglePull:
             return call.msg
         if call.error is not None:
             raise call.error
-        raise errors.TimeoutError(f"no message from {self.label} within {options.expires:g}s")
+        raise read_timed_out(self.label, options.expires, call.interrupted, runtime.is_connected)
 
     def _wait(self, call: _Call, deadline: float, heartbeat: float) -> None:
         """Until the IO thread settles the call or the deadline passes; with heartbeats asked for, twice the
@@ -125,7 +145,7 @@ class SinglePull:
                 if now >= deadline:
                     call.done = True
                     return
-                if heartbeat and now - call.activity >= 2 * heartbeat:
+                if heartbeat and not call.lost and now - call.activity >= 2 * heartbeat:
                     call.done = True
                     call.error = errors.MissedHeartbeatError(
                         f"next: nothing from the server for {2 * heartbeat:g}s (twice the idle heartbeat)"
@@ -206,14 +226,32 @@ class SinglePull:
 
     # -- connection events (IO thread) ----------------------------------------------------------------------
     def on_disconnected(self) -> None:
-        """The pull request is most likely gone with the connection: end the call now (as FetchPull does)."""
+        """The pull request is most likely gone with the connection: the call waits on (its heartbeat clock
+        paused) and the pull is asked again once reconnected."""
         with self._handoff:
             call = self._current
             if call is not None and not call.done:
-                self._settle(call, None, None)
+                call.lost = call.interrupted = True
 
     def on_reconnected(self) -> None:
-        return
+        """Ask again for the call that lost its pull, under a new token (a late status of the old pull is then
+        ignored), expiring when the call's own pull would have. A call that started while disconnected is not
+        lost: its pull was queued and goes out with the reconnect."""
+        with self._handoff:
+            call = self._current
+            if call is None or call.done or not call.lost:
+                return
+            call.lost = False
+            options = call.options
+            left = call.expires_at - time.monotonic()
+            if not options.no_wait and left < MIN_REPULL:
+                return  # its time is up: the calling thread raises TimeoutError at its deadline
+            call.token += b"r"  # unique: tokens of calls are hex numbers
+            call.activity = time.monotonic()
+            heartbeat = options.heartbeat if options.heartbeat * 2 <= left else 0.0
+            body = pull_request(1, 0.0 if options.no_wait else left, 0, heartbeat, options.no_wait)
+        log.debug("next %s: reconnected, pulling again for the %.2fs left", self.label, left)
+        self.runtime.send_now(encode_pub(self.target.next_subject, self._prefix + call.token, None, body))
 
     def on_client_closed(self, exc: BaseException) -> None:
         with self._handoff:

@@ -12,7 +12,7 @@ from ... import errors
 from ..._runtime import Runtime
 from ...message import Msg
 
-__all__ = ["PinTracker", "PullTarget", "pull_unanswered", "pulled_message"]
+__all__ = ["PinTracker", "PullTarget", "pull_unanswered", "pulled_message", "read_timed_out"]
 
 
 _PIN_HEADER = b"\r\nNats-Pin-Id: "
@@ -77,3 +77,14 @@ def pull_unanswered(label: str) -> errors.ConsumerNotFoundError:
         10014,
         f"no responders for a pull on {label}: the consumer does not exist or JetStream is not available",
     )
+
+
+def read_timed_out(label: str, seconds: float, interrupted: bool, connected: bool) -> errors.TimeoutError:
+    """What a ``next()`` ends with when nothing came within its ``seconds``. One whose time included a
+    disconnect waited it out (its pull asked again once reconnected) and says so, with whether the connection
+    is back: a loop that reads the TimeoutError as "drained" can tell a blip from an empty consumer."""
+    message = f"no message from {label} within {seconds:g}s"
+    if not interrupted:
+        return errors.TimeoutError(message)
+    now = "reconnected, and the pull was asked again" if connected else "still reconnecting"
+    return errors.TimeoutError(f"{message}; the client was disconnected meanwhile ({now})")

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ... import errors
 from ..._validate import options_from, to_seconds
 from ...message import Msg
 from ...models import AckPolicy, ConsumerInfo, PriorityPolicy
@@ -22,6 +21,7 @@ from ._progress import progress_keeper
 from ._pull import ContinuousPull, FetchPull, PinTracker, PullTarget
 from ._reads import FetchCalls, ServerConsumerHandle, check_callable, reporter, start_consume
 from ._single import SinglePull
+from ._target import read_timed_out
 from .delivery import ConsumeContext, ErrorHandler, MessageBatch, MessagesIterator
 from .options import (
     DEFAULT_EXPIRES,
@@ -86,7 +86,11 @@ class Consumer(ServerConsumerHandle, FetchCalls):
     ) -> Msg:
         """One message, pulled when called; TimeoutError when none comes within ``timeout`` seconds. On a
         consumer with priority groups: ``priority_group`` and the policy's ``min_pending``, ``min_ack_pending``
-        or ``priority``."""
+        or ``priority``.
+
+        A disconnect does not end the call: the pull is asked again once reconnected and the call waits out
+        ``timeout`` (a message published meanwhile is returned); the TimeoutError of a call whose time included
+        a disconnect says so."""
         seconds = to_seconds("timeout", timeout)
         options = options_from(
             FetchOptions,
@@ -102,9 +106,12 @@ class Consumer(ServerConsumerHandle, FetchCalls):
                 return single.next(options)
             finally:
                 single.busy.release()
+        reconnects = self._runtime.reconnects
         for msg in self._fetch(options):  # another thread's next() holds it, or a priority group
             return msg
-        raise errors.TimeoutError(f"no message from {self.stream_name}/{self.name} within {seconds:g}s")
+        connected = self._runtime.is_connected
+        interrupted = self._runtime.reconnects != reconnects or not connected
+        raise read_timed_out(self._pull_target.label, seconds, interrupted, connected)
 
     def _fetch(self, options: FetchOptions) -> MessageBatch:
         self._runtime.check_usable()

@@ -26,6 +26,7 @@ from ._ordered import RESET_BACKOFF_FIRST, ConsumerChain, OrderedBatch, OrderedF
 from ._progress import progress_keeper
 from ._pull import FetchPull, PullTarget
 from ._reads import FetchCalls, check_callable, reporter, start_consume
+from ._target import read_timed_out
 from .delivery import ConsumeContext, ErrorHandler, MessageBatch, MessagesIterator
 from .options import DEFAULT_EXPIRES, ConsumeOptions, FetchOptions, OrderedConsumerConfig, PullPriority
 
@@ -160,9 +161,14 @@ class OrderedConsumer(FetchCalls):
     def next(
         self, timeout: float | timedelta = DEFAULT_EXPIRES, *, idle_heartbeat: float | timedelta | None = None
     ) -> Msg:
-        """The next message in order; TimeoutError when none comes within ``timeout`` seconds."""
+        """The next message in order; TimeoutError when none comes within ``timeout`` seconds.
+
+        A disconnect does not end the call: its pull is asked again once reconnected (a new link if order needs
+        one) and the call waits out ``timeout``; the TimeoutError of a call whose time included a disconnect
+        says so."""
         seconds = to_seconds("timeout", timeout)
         deadline = time.monotonic() + seconds
+        reconnects = self._runtime.reconnects
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0.001:
@@ -172,7 +178,9 @@ class OrderedConsumer(FetchCalls):
                 return msg
             if self._cursor.needs_reset is None and self._runtime.reconnects == self._reconnects:
                 break  # the pull expired normally: nothing came in time
-        raise errors.TimeoutError(f"no message from the ordered consumer on {self.stream_name!r} within {seconds:g}s")
+        connected = self._runtime.is_connected
+        interrupted = self._runtime.reconnects != reconnects or not connected
+        raise read_timed_out(f"the ordered consumer on {self.stream_name!r}", seconds, interrupted, connected)
 
     def _fetch(self, options: FetchOptions) -> MessageBatch:
         runtime = self._runtime
