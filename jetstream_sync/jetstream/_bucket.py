@@ -8,7 +8,8 @@ the subjects their streams capture, as every other client does.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, NoReturn, cast
 
 from .. import errors
@@ -16,10 +17,14 @@ from .._validate import check_bucket_name
 from ..models import StreamConfig, StreamInfo
 
 if TYPE_CHECKING:
+    from .._runtime import Runtime
+    from ..message import Msg
+    from .consumers import OrderedConsumer
     from .context import JetStream
 
 __all__ = [
     "WATCH_EXPIRES",
+    "BucketWalk",
     "as_jetstream",
     "bucket_names",
     "bucket_stream_info",
@@ -113,3 +118,77 @@ def bucket_names(js: JetStream, prefix: str, subject_filter: str) -> Iterator[st
     for name in js.stream_names(subject_filter):
         if name.startswith(prefix):
             yield name[len(prefix) :]
+
+
+class BucketWalk:
+    """One walk of a bucket (KV ``keys``, ``history``, ``purge_deletes``; object store ``list``) under one
+    deadline: creating its ordered consumer, every pull and whatever the caller does after (purges) share
+    ``seconds``, and when they run out the walk raises TimeoutError saying what did not finish and how much
+    was read, its ordered consumer deleted.
+
+    Made and read on the walking (user) thread. A read that waits on a link gone silent cannot look at the
+    clock itself, so the deadline is also watched on the watchdog's shared tick (``Runtime.watch``), which
+    stops the read when it passes: the walk ends within a tick (0.25 s) of its deadline, not whenever the link
+    comes back.
+    """
+
+    def __init__(self, runtime: Runtime, seconds: float, what: str, unit: str = "entries") -> None:
+        self.seconds = seconds
+        self.deadline = time.monotonic() + seconds
+        #: names the walk in the TimeoutError ("keys() of bucket 'flags'")
+        self.what = what
+        self.unit = unit
+        #: messages delivered so far (user thread)
+        self.read = 0
+        self._runtime = runtime
+        # Set on the watchdog when it stopped the read at the deadline, read by the walking thread once the read
+        # ended; only ever set, so no lock (docs/ARCHITECTURE.md, "Rules: one writer per piece of state").
+        self._expired = False
+
+    def left(self, detail: str = "") -> float:
+        """The seconds left; TimeoutError (with ``detail`` after how much was read) when none are."""
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise self.timed_out(detail)
+        return left
+
+    def timed_out(self, detail: str = "") -> errors.TimeoutError:
+        """The error of a walk that ran out of time."""
+        return errors.TimeoutError(
+            f"{self.what} did not finish within {self.seconds:g}s: {self.read} {self.unit} read{detail}"
+        )
+
+    def batches(
+        self, open_consumer: Callable[[float], OrderedConsumer], bucket: str, window: int | None = None
+    ) -> Generator[list[Msg], None, None]:
+        """The messages of the consumer ``open_consumer(seconds_left)`` makes, as of now, a buffered batch at a
+        time (``window`` messages per pull; None: the default), ending when caught up. The consumer is made
+        when the iteration starts and deleted when it ends, however it ends. A missing stream raises
+        BucketNotFoundError."""
+        try:
+            consumer = open_consumer(self.left())
+        except errors.TimeoutError as exc:
+            raise self.timed_out() from exc
+        try:
+            if consumer.cached_info.num_pending == 0:
+                return
+            with stream_as_bucket(bucket), consumer.messages(until_drained=True, max_messages=window) as it:
+                deadline = self.deadline
+
+                def stop_at_deadline(now: float) -> None:
+                    """Watchdog thread: end a read that outlived the walk's deadline (stop_soon only posts)."""
+                    if now >= deadline and not self._expired:
+                        self._expired = True
+                        consumer.stop_soon()
+
+                self._runtime.watch(stop_at_deadline)
+                try:
+                    for batch in it.batches():
+                        self.read += len(batch)
+                        yield batch
+                finally:
+                    self._runtime.unwatch(stop_at_deadline)
+            if self._expired:  # the read was stopped: what it delivered is only part of the walk
+                raise self.timed_out()
+        finally:
+            consumer.close()

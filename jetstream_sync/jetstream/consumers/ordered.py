@@ -10,6 +10,7 @@ turns ``messages()`` and ``consume()`` into a snapshot that ends when caught up 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -19,14 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 from ... import errors
 from ..._runtime import Runtime
-from ..._validate import options_from, to_seconds
+from ..._validate import check_timeout, options_from, to_seconds
 from ...message import Msg
 from ...models import ConsumerInfo
 from ._ordered import RESET_BACKOFF_FIRST, ConsumerChain, OrderedBatch, OrderedFetchState, OrderedPull, next_backoff
 from ._progress import progress_keeper
 from ._pull import FetchPull, PullTarget
 from ._reads import FetchCalls, check_callable, reporter, start_consume
-from ._target import read_timed_out
 from .delivery import ConsumeContext, ErrorHandler, MessageBatch, MessagesIterator
 from .options import DEFAULT_EXPIRES, ConsumeOptions, FetchOptions, OrderedConsumerConfig, PullPriority
 
@@ -52,9 +52,14 @@ class OrderedConsumer(FetchCalls):
     continues after it. A second concurrent read raises OrderedConsumerInUseError, as in nats.go.
     """
 
-    def __init__(self, js: JetStream, stream: str, config: OrderedConsumerConfig) -> None:
+    def __init__(
+        self, js: JetStream, stream: str, config: OrderedConsumerConfig, *, timeout: float | timedelta | None = None
+    ) -> None:
+        """User thread. Creates the first server-side consumer within ``timeout`` seconds (default: the
+        context's), so a bucket walk under one deadline gives it only what is left of that deadline."""
         if not isinstance(config, OrderedConsumerConfig):
             raise errors.InvalidTypeError("config", f"must be an OrderedConsumerConfig, got {type(config).__name__}")
+        seconds = check_timeout(timeout, js.timeout)
         #: the JetStream context this handle was made by
         self.jetstream = js
         self.stream_name = stream
@@ -64,7 +69,7 @@ class OrderedConsumer(FetchCalls):
         self._lock = threading.Lock()
         self._cursor = OrderedFetchState()
         # The first link is created now, so a missing stream or a bad config fails here; the first read uses it.
-        self._fresh: ConsumerInfo | None = self._adopt_start(self._chain.create(0, js.timeout))
+        self._fresh: ConsumerInfo | None = self._adopt_start(self._create_first(seconds))
         self.cached_info: ConsumerInfo = self._fresh
         self._fetch_target: PullTarget | None = None
         self._reconnects = self._runtime.reconnects
@@ -116,6 +121,26 @@ class OrderedConsumer(FetchCalls):
             self._fetch_target = None
             self._chain.delete_current_soon()
 
+    def stop_soon(self) -> None:
+        """Any thread, never waits (the watchdog's deadline check of a bucket walk calls it): end a running
+        ``messages()``/``consume()`` now. Its pull deletes the live server-side consumer from the IO thread;
+        unlike :meth:`close`, no lock is taken and nothing is sent from the calling thread."""
+        pull = self._pull
+        if pull is not None:
+            pull.stop()
+
+    def _create_first(self, timeout: float) -> ConsumerInfo:
+        """User thread: the first link. Unanswered, its create may still reach the server (a link that went
+        silent delivers it later), so that consumer is deleted by name too rather than left for
+        ``inactive_threshold``: a timed-out walk leaves nothing behind."""
+        chain = self._chain
+        try:
+            return chain.create(0, timeout)
+        except errors.TimeoutError:
+            with contextlib.suppress(errors.JetStreamError):  # best effort: the TimeoutError is what matters
+                self.jetstream.api.forget_soon(f"CONSUMER.DELETE.{self.stream_name}.{chain.prefix}_{chain.serial}")
+            raise
+
     def _adopt_start(self, info: ConsumerInfo) -> ConsumerInfo:
         """Before anything was delivered, the cursor starts where the first link does (see start_floor)."""
         if self._cursor.stream_seq == 0:
@@ -161,14 +186,9 @@ class OrderedConsumer(FetchCalls):
     def next(
         self, timeout: float | timedelta = DEFAULT_EXPIRES, *, idle_heartbeat: float | timedelta | None = None
     ) -> Msg:
-        """The next message in order; TimeoutError when none comes within ``timeout`` seconds.
-
-        A disconnect does not end the call: its pull is asked again once reconnected (a new link if order needs
-        one) and the call waits out ``timeout``; the TimeoutError of a call whose time included a disconnect
-        says so."""
+        """The next message in order; TimeoutError when none comes within ``timeout`` seconds."""
         seconds = to_seconds("timeout", timeout)
         deadline = time.monotonic() + seconds
-        reconnects = self._runtime.reconnects
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0.001:
@@ -178,9 +198,7 @@ class OrderedConsumer(FetchCalls):
                 return msg
             if self._cursor.needs_reset is None and self._runtime.reconnects == self._reconnects:
                 break  # the pull expired normally: nothing came in time
-        connected = self._runtime.is_connected
-        interrupted = self._runtime.reconnects != reconnects or not connected
-        raise read_timed_out(f"the ordered consumer on {self.stream_name!r}", seconds, interrupted, connected)
+        raise errors.TimeoutError(f"no message from the ordered consumer on {self.stream_name!r} within {seconds:g}s")
 
     def _fetch(self, options: FetchOptions) -> MessageBatch:
         runtime = self._runtime

@@ -10,17 +10,19 @@ matching keys cross the network and a restart or reconnect in the middle costs n
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+import contextlib
+import time
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
 from ... import errors
 from ..._protocol import datetime_from_nanos, stream_position
-from ..._validate import check_payload, to_seconds
+from ..._validate import check_payload, check_timeout, to_seconds
 from ...message import Msg
 from ...models import DeliverPolicy, StoredMsg, StreamInfo
 from ...models.kv import KV_STREAM_PREFIX, KeyValueEntry, KeyValueOp, KeyValueStatus
-from .._bucket import stream_as_bucket
+from .._bucket import BucketWalk
 from ..consumers import OrderedConsumer, OrderedConsumerConfig
 from ..direct import direct_get_last_raw
 from ..publish import PublishOptions
@@ -137,22 +139,43 @@ class KeyValue:
         )
         self._publish(key, b"", _PURGE_HEADERS, self._ttl_options(ttl, base))
 
-    def purge_deletes(self, *, older_than: float | timedelta | None = DEFAULT_PURGE_DELETES_OLDER_THAN) -> int:
+    def purge_deletes(
+        self,
+        *,
+        older_than: float | timedelta | None = DEFAULT_PURGE_DELETES_OLDER_THAN,
+        timeout: float | timedelta | None = None,
+    ) -> int:
         """Remove the delete and purge markers, and the history behind them; returns how many keys it cleared.
 
         Markers younger than ``older_than`` seconds (default 30 min) keep themselves (their history goes), so
         watchers that are behind still see the delete; ``None`` or 0 removes every marker now.
+
+        ``timeout`` (seconds; default: the context's) bounds the whole call, the walk for markers and the
+        purges after it: TimeoutError says how far it got, and the markers not yet purged stay (calling
+        again finishes the job). Runs on the calling thread.
         """
         keep_younger = 0.0 if older_than is None else to_seconds("older_than", older_than, allow_zero=True)
+        walk = self._walk(timeout, f"purge_deletes() of bucket {self.bucket!r}")
         now = datetime.now(timezone.utc)
         markers = [
             entry
-            for entry in self._scan([f"{self.prefix}>"], DeliverPolicy.LAST_PER_SUBJECT, headers_only=True)
+            for entry in self._scan(walk, [f"{self.prefix}>"], DeliverPolicy.LAST_PER_SUBJECT, headers_only=True)
             if entry.operation is not KeyValueOp.PUT
         ]
-        for entry in markers:
+        purge = f"STREAM.PURGE.{self._stream.name}"
+        for done, entry in enumerate(markers):
+            progress = f", {done} of {len(markers)} markers purged"
             young = keep_younger > 0 and (now - entry.created).total_seconds() < keep_younger
-            self._stream.purge(subject=self.prefix + entry.key, keep=1 if young else 0)
+            body = {"filter": self.prefix + entry.key, "keep": 1 if young else 0}
+            left = walk.left(progress)
+            try:
+                # Stream.purge with what is left of the walk's time instead of a timeout of its own; a purge is
+                # sent once (never repeated), so one that times out may still happen, which is harmless.
+                self.jetstream.api.request(purge, body, left)
+            except errors.StreamNotFoundError as exc:
+                raise errors.BucketNotFoundError(exc.code, exc.err_code, f"bucket {self.bucket!r} not found") from exc
+            except errors.TimeoutError as exc:
+                raise walk.timed_out(progress) from exc
         return len(markers)
 
     def _publish(self, key: str, data: bytes, headers: dict[str, str] | None, options: PublishOptions | None) -> int:
@@ -283,24 +306,45 @@ class KeyValue:
         )
 
     # -- walking the bucket -----------------------------------------------------------------------------
-    def keys(self, *filters: str) -> Iterator[str]:
+    def keys(self, *filters: str, timeout: float | timedelta | None = None) -> Iterator[str]:
         """The keys with a live value, matching any of ``filters`` (``*`` and ``>`` allowed; none: all keys).
 
         Filtered by the server and streamed: only matching keys' headers cross the network, whatever the
         bucket's size. Stop early by closing the iterator (``break`` in a for loop does).
+
+        ``timeout`` (seconds; default: the context's) bounds the whole walk, from the first key asked for to
+        the last, the time the loop spends between keys included: past it the iteration raises TimeoutError
+        (how many entries were read) and the walk's consumer is deleted. So a link that goes silent in the
+        middle cannot hold the loop; for slow work per key, give a timeout that covers it (or list the keys
+        first). The arguments are checked now; the walk runs on the iterating thread.
         """
         subjects = self._filter_subjects(filters)
+        seconds = check_timeout(timeout, self.jetstream.timeout)
+        return self._keys(subjects, seconds)
+
+    def _keys(self, subjects: list[str], seconds: float) -> Iterator[str]:
+        walk = BucketWalk(self.jetstream.client.runtime, seconds, f"keys() of bucket {self.bucket!r}")
         cut = len(self.prefix)
         put = KeyValueOp.PUT
-        for batch in self._batches(subjects, DeliverPolicy.LAST_PER_SUBJECT, headers_only=True):
-            for msg in batch:
-                if operation_of_raw(msg.raw_headers) is put:
-                    yield msg.subject[cut:]
+        deadline = walk.deadline
+        clock = time.monotonic
+        with contextlib.closing(self._batches(walk, subjects, DeliverPolicy.LAST_PER_SUBJECT, headers_only=True)) as it:
+            for batch in it:
+                for msg in batch:
+                    if operation_of_raw(msg.raw_headers) is put:
+                        if clock() >= deadline:  # between keys too: the loop's own time counts
+                            raise walk.timed_out()
+                        yield msg.subject[cut:]
 
-    def history(self, key: str) -> list[KeyValueEntry]:
-        """Every stored value and marker of ``key``, oldest first; KeyNotFoundError when it has none."""
+    def history(self, key: str, *, timeout: float | timedelta | None = None) -> list[KeyValueEntry]:
+        """Every stored value and marker of ``key``, oldest first; KeyNotFoundError when it has none.
+
+        ``timeout`` (seconds; default: the context's) bounds the whole walk: TimeoutError (saying how many
+        entries were read) rather than a wait on a link gone silent. Runs on the calling thread.
+        """
         check_key(key)
-        entries = list(self._scan([self.prefix + key], DeliverPolicy.ALL, headers_only=False))
+        walk = self._walk(timeout, f"history() of key {key!r} in bucket {self.bucket!r}")
+        entries = list(self._scan(walk, [self.prefix + key], DeliverPolicy.ALL, headers_only=False))
         if not entries:
             raise errors.KeyNotFoundError(f"key {key!r} not found in bucket {self.bucket!r}")
         return entries
@@ -351,24 +395,28 @@ class KeyValue:
         # The server refuses overlapping filters (10138): a filter another one covers adds nothing, drop it.
         return [self.prefix + f for f in checked if not any(o != f and _covers(o, f) for o in checked)]
 
-    def _batches(self, subjects: list[str], policy: DeliverPolicy, *, headers_only: bool) -> Iterator[list[Msg]]:
-        """The matching messages as of now, a buffered batch at a time, through an ordered consumer that ends
-        when caught up. Headers-only reads pull 10,000 messages at a time (a few MiB at most: no values),
-        a twentieth of the round trips of the default."""
-        consumer = self.ordered_consumer(subjects, policy, headers_only=headers_only)
-        try:
-            if consumer.cached_info.num_pending == 0:
-                return
-            window = _HEADERS_ONLY_WINDOW if headers_only else None
-            with stream_as_bucket(self.bucket), consumer.messages(until_drained=True, max_messages=window) as it:
-                yield from it.batches()
-        finally:
-            consumer.close()
+    def _walk(self, timeout: object, what: str) -> BucketWalk:
+        """The deadline of one walk of this bucket (``timeout`` checked; None: the context's)."""
+        return BucketWalk(self.jetstream.client.runtime, check_timeout(timeout, self.jetstream.timeout), what)
 
-    def _scan(self, subjects: list[str], policy: DeliverPolicy, *, headers_only: bool) -> Iterator[KeyValueEntry]:
+    def _batches(
+        self, walk: BucketWalk, subjects: list[str], policy: DeliverPolicy, *, headers_only: bool
+    ) -> Generator[list[Msg], None, None]:
+        """The matching messages as of now, a buffered batch at a time, through an ordered consumer that ends
+        when caught up, all within ``walk``'s deadline. Headers-only reads pull 10,000 messages at a time (a
+        few MiB at most: no values), a twentieth of the round trips of the default."""
+        return walk.batches(
+            lambda left: self.ordered_consumer(subjects, policy, headers_only=headers_only, timeout=left),
+            self.bucket,
+            _HEADERS_ONLY_WINDOW if headers_only else None,
+        )
+
+    def _scan(
+        self, walk: BucketWalk, subjects: list[str], policy: DeliverPolicy, *, headers_only: bool
+    ) -> Iterator[KeyValueEntry]:
         cut = len(self.prefix)
         entry_of = self.entry_of
-        for batch in self._batches(subjects, policy, headers_only=headers_only):
+        for batch in self._batches(walk, subjects, policy, headers_only=headers_only):
             for msg in batch:
                 yield entry_of(msg, cut)
 
@@ -379,8 +427,10 @@ class KeyValue:
         *,
         headers_only: bool = False,
         start_revision: int | None = None,
+        timeout: float | None = None,
     ) -> OrderedConsumer:
-        """An ordered consumer on this bucket's stream (what keys, history and watchers read through)."""
+        """An ordered consumer on this bucket's stream (what keys, history and watchers read through), its
+        first server-side consumer created within ``timeout`` (default: the context's)."""
         config = OrderedConsumerConfig(
             filter_subjects=subjects,
             deliver_policy=policy,
@@ -388,7 +438,7 @@ class KeyValue:
             headers_only=headers_only,
         )
         try:
-            return self.jetstream.ordered_consumer(self._stream.name, config)
+            return OrderedConsumer(self.jetstream, self._stream.name, config, timeout=timeout)
         except errors.StreamNotFoundError as exc:
             raise errors.BucketNotFoundError(exc.code, exc.err_code, f"bucket {self.bucket!r} not found") from exc
 

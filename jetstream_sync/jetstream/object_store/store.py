@@ -37,6 +37,7 @@ from ...models.object_store import (
     ObjectStoreStatus,
     check_object_name,
 )
+from .._bucket import BucketWalk
 from ..consumers import OrderedConsumer, OrderedConsumerConfig
 from ..streams import Stream
 from ._files import replace_atomically
@@ -352,27 +353,34 @@ class ObjectStore:
             replace_atomically(target, fill)
             return reader.info
 
-    def list(self, *, show_deleted: bool = False) -> list[ObjectInfo]:
+    def list(self, *, show_deleted: bool = False, timeout: float | timedelta | None = None) -> list[ObjectInfo]:
         """The info of every object in the bucket (links too; deleted ones with ``show_deleted``), read from
-        the newest metadata per name through an ordered consumer. An empty bucket gives an empty list."""
+        the newest metadata per name through an ordered consumer. An empty bucket gives an empty list.
+
+        ``timeout`` (seconds; default: the context's) bounds the whole walk: TimeoutError (saying how many
+        metadata records were read) rather than a wait on a link gone silent, and the walk's consumer is
+        deleted. Runs on the calling thread.
+        """
         if not isinstance(show_deleted, bool):
             raise errors.InvalidTypeError("show_deleted", f"must be a bool, got {type(show_deleted).__name__}")
-        consumer = self._ordered_consumer([f"$O.{self.bucket}.M.>"], DeliverPolicy.LAST_PER_SUBJECT)
+        walk = BucketWalk(
+            self.jetstream.client.runtime,
+            check_timeout(timeout, self.jetstream.timeout),
+            f"list() of object store {self.bucket!r}",
+            "metadata records",
+        )
+        subjects = [f"$O.{self.bucket}.M.>"]
         # Keyed by name, the newest wins: an ordered consumer that resets mid-walk goes on from a stream
         # sequence, so it may deliver a version of a name written after the walk began besides the one before.
         newest: dict[str, ObjectInfo] = {}
-        try:
-            if consumer.cached_info.num_pending == 0:
-                return []
-            with self._records.bucket_errors(), consumer.messages(until_drained=True) as it:
-                for batch in it.batches():
-                    for msg in batch:
-                        info = self._info_of(msg.data, msg.metadata.timestamp)
-                        if info is not None:
-                            newest.pop(info.name, None)
-                            newest[info.name] = info
-        finally:
-            consumer.close()
+        for batch in walk.batches(
+            lambda left: self._ordered_consumer(subjects, DeliverPolicy.LAST_PER_SUBJECT, timeout=left), self.bucket
+        ):
+            for msg in batch:
+                info = self._info_of(msg.data, msg.metadata.timestamp)
+                if info is not None:
+                    newest.pop(info.name, None)
+                    newest[info.name] = info
         return [info for info in newest.values() if show_deleted or not info.deleted]
 
     def watch(
@@ -398,8 +406,11 @@ class ObjectStore:
             log.warning("object store %s: skipping unreadable metadata: %s", self.bucket, exc)
             return None
 
-    def _ordered_consumer(self, subjects: Sequence[str], policy: DeliverPolicy) -> OrderedConsumer:
-        """An ordered consumer on this bucket's stream (what reads, lists and watchers go through)."""
+    def _ordered_consumer(
+        self, subjects: Sequence[str], policy: DeliverPolicy, *, timeout: float | None = None
+    ) -> OrderedConsumer:
+        """An ordered consumer on this bucket's stream (what reads, lists and watchers go through), its first
+        server-side consumer created within ``timeout`` (default: the context's)."""
         config = OrderedConsumerConfig(filter_subjects=[*subjects], deliver_policy=policy)
         with self._records.bucket_errors():
-            return self.jetstream.ordered_consumer(self._stream.name, config)
+            return OrderedConsumer(self.jetstream, self._stream.name, config, timeout=timeout)
