@@ -11,6 +11,8 @@ This module is only the public surface. The parts live in modules of their own, 
 code that uses it:
 
 - ``_server.py``: EmbeddedServer and finding the nats-server binary. Imported here at once; the rest builds on it.
+  ``_lifetime.py`` (imported by it) makes a server end with its process: stopped on SIGTERM and SIGHUP, and on Linux
+  spawned with PR_SET_PDEATHSIG.
 - ``_proxy.py``: FaultProxy and its frame filter (``Frame``, ``FrameRule``). Imported on the first use of one of
   its names (the module ``__getattr__`` below), so that tests which never inject faults do not load it.
 - ``plugin.py``: the pytest fixtures. pytest loads it through ``pytest_plugins`` below when this package is named

@@ -32,6 +32,7 @@ from types import TracebackType
 from typing import Any
 
 from ..errors import InvalidArgumentError, InvalidTypeError, JetStreamError
+from . import _lifetime
 
 __all__ = ["EmbeddedServer", "ServerNotInstalledError", "ServerStartError", "find_server_binary"]
 
@@ -89,6 +90,11 @@ class EmbeddedServer:
     temporary one, deleted by stop(), unless ``store_dir`` is given. restart() and kill() keep port and store,
     so JetStream data survives them. A forgotten server is killed when it is garbage collected or at exit.
 
+    A process that ends on SIGTERM or SIGHUP (where it left their default action) stops its servers and removes their
+    temporary directories first, then ends by that signal as before; a handler the program installed is left to
+    decide. On Linux a server also gets SIGTERM when its process dies without running any code (SIGKILL). The
+    details, and why, are in ``_lifetime.py``.
+
         with EmbeddedServer(config="authorization { user: a, password: b }") as server:
             connect(server.url, user="a", password="b")
     """
@@ -119,6 +125,9 @@ class EmbeddedServer:
         self._proc: subprocess.Popen[bytes] | None = None
         self._proc_finalizer: weakref.finalize[..., EmbeddedServer] | None = None
         self._spawn_offset = 0
+        # Stopped first if the process ends on a signal; arms the handlers (on the main thread: see _lifetime),
+        # here as at each spawn: EmbeddedCluster makes its servers on the main thread and starts them on others.
+        self._owned_key = _lifetime.own(self)
 
     # -- properties -------------------------------------------------------------------------------------------
 
@@ -296,13 +305,20 @@ class EmbeddedServer:
         assert self._workdir is not None
         conf = self._workdir / "server.conf"
         conf.write_text(self._config_text(), encoding="utf-8")
-        with open(self._workdir / "server.log", "ab") as log:
-            self._spawn_offset = log.seek(0, os.SEEK_END)
-            command = self._command(conf)
-            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        command = self._command(conf)
+        try:
+            proc, self._spawn_offset = _lifetime.spawn(command, self._workdir / "server.log")
+        except TimeoutError as exc:
+            raise ServerStartError(f"nats-server could not be spawned ({self.url}): {exc}") from exc
         self._proc = proc
         self._proc_finalizer = weakref.finalize(self, _kill_orphan, proc, os.getpid())
+        _lifetime.own(self, self._owned_key)  # owned by this process (it may be a fork of the one that made it)
         logger.debug("spawned nats-server pid %d: %s", proc.pid, " ".join(command))
+
+    def _held_at_exit(self) -> tuple[subprocess.Popen[bytes] | None, Path | None]:
+        """The process and the temporary directory to end when the process ends on a signal (_lifetime; on the main
+        thread, in the signal handler). The store is in that directory unless the user gave one, which is kept."""
+        return self._proc, self._workdir
 
     def _command(self, conf: Path) -> list[str]:
         """The user's args first: nats-server keeps the last value of a repeated flag, so ours win."""
