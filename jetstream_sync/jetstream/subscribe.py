@@ -29,7 +29,7 @@ from ..message import Msg
 from ..models import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy
 from ..subscription import Subscription
 from .consumers import OrderedConsumerConfig
-from .consumers._ordered import ConsumerChain
+from .consumers._chain import ConsumerChain
 from .consumers._pull import FetchPull, PullTarget
 from .consumers._push import OrderedPush, PushEngine, PushLimits
 from .consumers._reads import check_callable, reporter

@@ -11,12 +11,11 @@ thread. See docs/ARCHITECTURE.md, "Ordered consumers".
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -25,209 +24,23 @@ from ..._protocol import ACK_PREFIX, ack_position
 from ..._runtime import BufferFinished, Runtime
 from ..._telemetry import note_heartbeat_missed
 from ...message import Msg
-from ...models import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy
+from ...models import ConsumerInfo, DeliverPolicy
+from ._chain import ConsumerChain, relink
 from ._pull import ContinuousPull, FetchPull, PullTarget
 from .delivery import ConsumeStats
-from .options import OrderedConsumerConfig, PullPlan
+from .options import PullPlan
 
 if TYPE_CHECKING:
-    from ..api import JetStreamAPI
+    pass
 
 __all__ = [
     "CATCH_UP_CHECK",
-    "RESET_BACKOFF_MAX",
     "CatchUpProbe",
-    "ConsumerChain",
     "OrderedBatch",
     "OrderedPull",
-    "Relinking",
-    "relink",
 ]
 
 log = logging.getLogger("jetstream_sync")
-
-RESET_BACKOFF_FIRST = 0.25
-RESET_BACKOFF_MAX = 2.0  # short: after a restart JetStream answers again within seconds
-
-
-def next_backoff(delay: float) -> float:
-    return min(delay * 2, RESET_BACKOFF_MAX)
-
-
-class ConsumerChain:
-    """The successive server-side consumers of one ordered consumer: ``<prefix>_<serial>``.
-
-    ``current`` is the live link's name. Creating a link never reuses a name, so a late message or status of
-    an old link can always be told apart by the consumer name in its ack subject.
-    """
-
-    def __init__(self, api: JetStreamAPI, stream: str, config: OrderedConsumerConfig, *, push: bool = False) -> None:
-        self.api = api
-        self.stream = stream
-        self.config = config
-        self.push = push
-        self.prefix = config.name_prefix or api.runtime.new_token()
-        self.serial = 0
-        self.current: str | None = None
-        self.current_info: ConsumerInfo | None = None
-
-    @property
-    def max_attempts(self) -> int | None:
-        return self.config.max_reset_attempts
-
-    def next_name(self) -> str:
-        """The name the next link will have: a push link may deliver before its create call returns, so its
-        engine must recognise the link's messages from the moment the request is sent."""
-        return f"{self.prefix}_{self.serial + 1}"
-
-    def _request(self, start_seq: int, deliver_subject: str | None, heartbeat: float | None) -> tuple[str, Any]:
-        self.serial += 1
-        name = f"{self.prefix}_{self.serial}"
-        config = self.server_config(name, start_seq, deliver_subject, heartbeat)
-        body = {"stream_name": self.stream, "config": config.to_json(), "action": "create"}
-        return f"CONSUMER.CREATE.{self.stream}.{name}", body
-
-    def server_config(
-        self, name: str, start_seq: int, deliver_subject: str | None = None, heartbeat: float | None = None
-    ) -> ConsumerConfig:
-        """The configuration of one link; from ``start_seq`` when some messages were already delivered."""
-        cfg = self.config
-        filters = cfg.filter_subjects or []
-        policy, opt_seq, opt_time = cfg.deliver_policy, cfg.opt_start_seq, cfg.opt_start_time
-        if start_seq > 0:
-            policy, opt_seq, opt_time = DeliverPolicy.BY_START_SEQUENCE, start_seq, None
-        return ConsumerConfig(
-            name=name,
-            deliver_policy=policy,
-            opt_start_seq=opt_seq,
-            opt_start_time=opt_time,
-            ack_policy=AckPolicy.NONE,
-            max_deliver=1,
-            mem_storage=True,
-            num_replicas=1,
-            inactive_threshold=cfg.inactive_threshold,
-            headers_only=True if cfg.headers_only else None,
-            metadata=cfg.metadata,
-            replay_policy=cfg.replay_policy,
-            filter_subject=filters[0] if len(filters) == 1 else None,
-            filter_subjects=filters if len(filters) > 1 else None,
-            deliver_subject=deliver_subject,
-            flow_control=True if deliver_subject else None,
-            idle_heartbeat=heartbeat if deliver_subject else None,
-        )
-
-    def _adopt(self, response: dict[str, Any]) -> ConsumerInfo:
-        info = ConsumerInfo.from_json(response)
-        self.current = info.name
-        self.current_info = info
-        return info
-
-    def create(self, start_seq: int, timeout: float, deliver_subject: str | None = None) -> ConsumerInfo:
-        """User thread: create the next link (delivering from ``start_seq``, or per the config when 0)."""
-        suffix, body = self._request(start_seq, deliver_subject, None)
-        return self._adopt(self.api.request(suffix, body, timeout))
-
-    async def create_io(
-        self, start_seq: int, deliver_subject: str | None = None, heartbeat: float | None = None
-    ) -> ConsumerInfo:
-        """IO thread: the same, awaited on the loop."""
-        suffix, body = self._request(start_seq, deliver_subject, heartbeat)
-        return self._adopt(await self.api.request_io(suffix, body))
-
-    async def info_io(self) -> ConsumerInfo | None:
-        """IO thread: the live link's info now (None between a reset and the next link)."""
-        name = self.current
-        if name is None:
-            return None
-        return ConsumerInfo.from_json(await self.api.request_io(f"CONSUMER.INFO.{self.stream}.{name}"))
-
-    def delete_current_soon(self) -> None:
-        """Any thread: delete the live link without waiting (it also goes by itself after inactive_threshold)."""
-        name, self.current = self.current, None
-        if name is not None:
-            self.api.forget_soon(f"CONSUMER.DELETE.{self.stream}.{name}")
-
-    def start_floor(self, info: ConsumerInfo) -> int:
-        """The stream sequence a new link ``info`` starts after, before anything was delivered: a reset before
-        the first message keeps that starting point (DeliverPolicy.NEW stays "new as of the first link").
-        last_per_subject has no single such point and keeps its policy (0)."""
-        if self.config.deliver_policy is DeliverPolicy.LAST_PER_SUBJECT:
-            return 0
-        return info.delivered.stream_seq
-
-    def pull_target(self, info: ConsumerInfo) -> PullTarget:
-        return PullTarget(
-            stream=self.stream,
-            consumer=info.name,
-            next_subject=self.api.subject(f"CONSUMER.MSG.NEXT.{self.stream}.{info.name}").encode(),
-            ack_none=True,
-        )
-
-
-class Relinking(Protocol):
-    """What :func:`relink` needs of an ordered engine (pull or push); IO thread."""
-
-    stopped: bool
-    resetting: bool
-    reset_failures: int
-    runtime: Runtime
-    chain: ConsumerChain
-
-    @property
-    def label(self) -> str: ...
-
-    def report(self, exc: BaseException) -> None: ...
-
-    def _end(self, exc: BaseException) -> None: ...
-
-    def _adopt_link(self, info: ConsumerInfo) -> None: ...
-
-
-async def relink(
-    engine: Relinking, attempt: Callable[[], Awaitable[ConsumerInfo]], undo: Callable[[], None] | None
-) -> None:
-    """IO thread: create the engine's next link, retrying with back-off (0.25 s doubling to 2 s).
-
-    Each failure is reported; after ``max_reset_attempts`` failures in a row the engine ends with
-    OrderedConsumerResetError (its cause the last failure). A deleted stream ends it so at once, whatever
-    ``max_reset_attempts``: no link can be made on it again, and a stream made anew under the same name is
-    another stream, whose sequences continue nothing. ``undo`` cleans up after a failed attempt.
-    """
-    delay = RESET_BACKOFF_FIRST
-    attempts = 0
-    while not engine.stopped:
-        try:
-            info = await attempt()
-        except errors.JetStreamError as exc:
-            if engine.stopped or engine.runtime.is_closed:
-                return
-            if undo is not None:
-                undo()
-            attempts += 1
-            engine.reset_failures += 1
-            limit = engine.chain.max_attempts
-            if isinstance(exc, errors.StreamNotFoundError):
-                failure = errors.OrderedConsumerResetError(f"{engine.label}: the stream was deleted ({exc})")
-            elif limit is not None and attempts >= limit:
-                failure = errors.OrderedConsumerResetError(
-                    f"{engine.label}: could not recreate its consumer in {attempts} attempt(s) "
-                    f"(max_reset_attempts={limit}); last error: {exc}"
-                )
-            else:
-                failure = None
-            if failure is not None:
-                failure.__cause__ = exc
-                engine.resetting = False
-                engine.report(failure)
-                engine._end(failure)
-                return
-            log.debug("%s: reset attempt %d failed: %s", engine.label, attempts, exc)
-            engine.report(exc)
-            await asyncio.sleep(delay)
-            delay = next_backoff(delay)
-        else:
-            engine._adopt_link(info)
-            return
 
 
 def _link_prefix(stream: str, consumer: str) -> bytes:
@@ -507,6 +320,13 @@ class OrderedPull(ContinuousPull):
             self.skip_through = self.stream_seq
             return await self.chain.create_io(0)
         return await self.chain.create_io(self.stream_seq + 1 if self.stream_seq else 0)
+
+    def start_over(self) -> None:
+        """IO thread, in a reset: the stream was replaced; the next link reads the new one from its beginning
+        (per the deliver policy), as the first link did."""
+        self.stream_seq = 0
+        self.skip_through = 0
+        self.snapshot = False  # the next link is a fresh read of the new stream, not a snapshot to resume
 
     def _adopt_link(self, info: ConsumerInfo) -> None:
         """IO thread: a reset succeeded; read from the new link unless the pull was stopped meanwhile."""

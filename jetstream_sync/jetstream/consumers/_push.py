@@ -28,8 +28,8 @@ from ..._telemetry import note_heartbeat_missed
 from ...headers import parse_header_block
 from ...message import Msg
 from ...models import ConsumerInfo
+from ._chain import ConsumerChain, relink
 from ._heartbeat import HeartbeatMonitor
-from ._ordered import ConsumerChain, relink
 from .delivery import ConsumeStats
 
 __all__ = ["OrderedPush", "PushEngine", "PushLimits"]
@@ -426,6 +426,10 @@ class OrderedPush(PushEngine):
             self._shutdown()
             raise
         self._use(info)
+
+    def start_over(self) -> None:
+        """IO thread, in a reset: the stream was replaced; the next link reads the new one from its beginning."""
+        self.stream_seq = 0
 
     def _start_seq(self) -> int:
         return self.stream_seq + 1 if self.stream_seq else 0

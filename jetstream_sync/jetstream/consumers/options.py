@@ -9,7 +9,7 @@ bad options fail before anything is sent, naming the option. The engines read th
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
@@ -339,6 +339,13 @@ def _attempts(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
         check_int(attr.name, value, minimum=1)
 
 
+def _on_stream_replaced(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, str):
+        raise errors.InvalidTypeError(attr.name, f"must be 'restart' or 'error', got {type(value).__name__}")
+    if value not in ("restart", "error"):
+        raise errors.InvalidArgumentError(attr.name, f"must be 'restart' or 'error', got {value!r}")
+
+
 def _prefix(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
     if value is not None:
         check_name(attr.name, value)
@@ -354,6 +361,14 @@ class OrderedConsumerConfig:
     ``max_reset_attempts`` bounds how many times in a row recreating may fail (None: never give up) before
     OrderedConsumerResetError ends the read. ``inactive_threshold`` (5 min) is how long the server keeps a
     consumer nobody reads.
+
+    ``on_stream_replaced``: what a reset does when it finds the stream deleted and created anew under its name
+    (a memory bucket lost in a server restart and made again by another client, say): ``"restart"`` (the
+    default) reads the new stream from its beginning, per ``deliver_policy``, and reports
+    :class:`~jetstream_sync.errors.StreamReplacedError` to the error handler as an event; ``"error"`` ends the
+    read with it. Restart is the default because nothing of the new stream was read yet, so starting over
+    loses and repeats nothing of it, and a watcher that stopped would be the silent failure this exists to
+    prevent; choose ``"error"`` where stream sequences are your own positions (a pipeline's offsets).
     """
 
     filter_subjects: list[str] | None = attrs.field(default=None, converter=_filters)
@@ -366,6 +381,7 @@ class OrderedConsumerConfig:
     max_reset_attempts: int | None = attrs.field(default=None, validator=_attempts)
     metadata: dict[str, str] | None = attrs.field(default=None)
     name_prefix: str | None = attrs.field(default=None, validator=_prefix)
+    on_stream_replaced: Literal["restart", "error"] = attrs.field(default="restart", validator=_on_stream_replaced)
 
     def __attrs_post_init__(self) -> None:
         # The cross-field rules (start sequence and time against the deliver policy, metadata types) are the

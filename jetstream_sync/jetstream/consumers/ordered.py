@@ -23,10 +23,12 @@ from ..._runtime import Runtime
 from ..._validate import check_timeout, options_from, to_seconds
 from ...message import Msg
 from ...models import ConsumerInfo
-from ._ordered import RESET_BACKOFF_FIRST, ConsumerChain, OrderedBatch, OrderedFetchState, OrderedPull, next_backoff
+from ._chain import RESET_BACKOFF_FIRST, ConsumerChain, next_backoff
+from ._ordered import OrderedBatch, OrderedFetchState, OrderedPull
 from ._progress import progress_keeper
 from ._pull import FetchPull, PullTarget
 from ._reads import FetchCalls, check_callable, reporter, start_consume
+from ._target import read_timed_out
 from .delivery import ConsumeContext, ErrorHandler, MessageBatch, MessagesIterator
 from .options import DEFAULT_EXPIRES, ConsumeOptions, FetchOptions, OrderedConsumerConfig, PullPriority
 
@@ -186,9 +188,14 @@ class OrderedConsumer(FetchCalls):
     def next(
         self, timeout: float | timedelta = DEFAULT_EXPIRES, *, idle_heartbeat: float | timedelta | None = None
     ) -> Msg:
-        """The next message in order; TimeoutError when none comes within ``timeout`` seconds."""
+        """The next message in order; TimeoutError when none comes within ``timeout`` seconds.
+
+        A disconnect does not end the call: its pull is asked again once reconnected (a new link if order needs
+        one) and the call waits out ``timeout``; the TimeoutError of a call whose time included a disconnect
+        says so."""
         seconds = to_seconds("timeout", timeout)
         deadline = time.monotonic() + seconds
+        reconnects = self._runtime.reconnects
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0.001:
@@ -198,7 +205,9 @@ class OrderedConsumer(FetchCalls):
                 return msg
             if self._cursor.needs_reset is None and self._runtime.reconnects == self._reconnects:
                 break  # the pull expired normally: nothing came in time
-        raise errors.TimeoutError(f"no message from the ordered consumer on {self.stream_name!r} within {seconds:g}s")
+        connected = self._runtime.is_connected
+        interrupted = self._runtime.reconnects != reconnects or not connected
+        raise read_timed_out(f"the ordered consumer on {self.stream_name!r}", seconds, interrupted, connected)
 
     def _fetch(self, options: FetchOptions) -> MessageBatch:
         runtime = self._runtime
@@ -283,9 +292,12 @@ class OrderedConsumer(FetchCalls):
             chain.delete_current_soon()
             timeout = max(0.1, min(self.jetstream.timeout, deadline - time.monotonic()))
             try:
+                self._check_stream(timeout)
                 return self._adopt_start(chain.create(self._start_seq(), timeout))
             except errors.JetStreamError as exc:
-                if isinstance(exc, (errors.InvalidArgumentError, errors.ConnectionClosedError)):
+                if isinstance(
+                    exc, (errors.InvalidArgumentError, errors.ConnectionClosedError, errors.StreamReplacedError)
+                ):
                     raise
                 attempts += 1
                 limit = chain.max_attempts
@@ -299,6 +311,20 @@ class OrderedConsumer(FetchCalls):
                 log.debug("ordered %s: recreating failed (%s); retrying in %gs", self.stream_name, exc, delay)
                 self._pause(delay)
                 delay = next_backoff(delay)
+
+    def _check_stream(self, timeout: float) -> None:
+        """User thread, before a fetch's or next()'s new link: is the stream still the one read so far? A stream
+        deleted and created anew is read from its beginning (reported in the log; a fetch has no error handler)
+        or, with ``on_stream_replaced="error"``, ends the read with StreamReplacedError (see _chain.py)."""
+        cursor = self._cursor
+        why = self._chain.replaced(cursor.stream_seq, timeout)
+        if why is None:
+            return
+        message = f"ordered consumer on {self.stream_name!r}: the stream was replaced ({why})"
+        if self._chain.config.on_stream_replaced == "error":
+            raise errors.StreamReplacedError(message)
+        log.warning("%s; reading the new stream from its beginning, not after sequence %d", message, cursor.stream_seq)
+        cursor.stream_seq = 0
 
     def _pause(self, seconds: float) -> None:
         """Back off between attempts, waking within 0.25 s when the client closes."""

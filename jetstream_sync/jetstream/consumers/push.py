@@ -19,7 +19,7 @@ from ... import errors
 from ..._runtime import Runtime
 from ..._validate import check_int, to_seconds
 from ...models import AckPolicy, ConsumerConfig, ConsumerInfo
-from ._ordered import ConsumerChain
+from ._chain import ConsumerChain
 from ._push import OrderedPush, PushEngine, PushLimits
 from ._reads import PushReads, ServerConsumerHandle, reporter
 from .delivery import ErrorHandler

@@ -1,0 +1,294 @@
+"""The successive server-side consumers of one ordered consumer, and how a reset makes the next one.
+
+:class:`ConsumerChain` names and creates the links (``<prefix>_<n>``, never reused) and knows which stream they
+read: a reset first asks whether the stream is still the one read so far (:meth:`ConsumerChain.replaced_io`), so
+that a stream deleted and created anew under its name is never read from the old cursor (issue 26).
+:func:`relink` is the reset loop the ordered pull and push engines share. See docs/ARCHITECTURE.md, "Ordered
+consumers".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ... import errors
+from ..._runtime import Runtime
+from ...models import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy, StreamInfo
+from ._pull import PullTarget
+from .options import OrderedConsumerConfig
+
+if TYPE_CHECKING:
+    from ..api import JetStreamAPI
+
+__all__ = [
+    "RESET_BACKOFF_FIRST",
+    "RESET_BACKOFF_MAX",
+    "ConsumerChain",
+    "Relinking",
+    "next_backoff",
+    "relink",
+]
+
+log = logging.getLogger("jetstream_sync")
+
+RESET_BACKOFF_FIRST = 0.25
+RESET_BACKOFF_MAX = 2.0  # short: after a restart JetStream answers again within seconds
+
+
+def next_backoff(delay: float) -> float:
+    return min(delay * 2, RESET_BACKOFF_MAX)
+
+
+class ConsumerChain:
+    """The successive server-side consumers of one ordered consumer: ``<prefix>_<serial>``.
+
+    ``current`` is the live link's name. Creating a link never reuses a name, so a late message or status of
+    an old link can always be told apart by the consumer name in its ack subject.
+    """
+
+    def __init__(self, api: JetStreamAPI, stream: str, config: OrderedConsumerConfig, *, push: bool = False) -> None:
+        self.api = api
+        self.stream = stream
+        self.config = config
+        self.push = push
+        self.prefix = config.name_prefix or api.runtime.new_token()
+        self.serial = 0
+        self.current: str | None = None
+        self.current_info: ConsumerInfo | None = None
+        # IO thread: the stream's creation time, its identity (learnt once the first link exists)
+        self.stream_created: datetime | None = None
+
+    @property
+    def max_attempts(self) -> int | None:
+        return self.config.max_reset_attempts
+
+    def next_name(self) -> str:
+        """The name the next link will have: a push link may deliver before its create call returns, so its
+        engine must recognise the link's messages from the moment the request is sent."""
+        return f"{self.prefix}_{self.serial + 1}"
+
+    def _request(self, start_seq: int, deliver_subject: str | None, heartbeat: float | None) -> tuple[str, Any]:
+        self.serial += 1
+        name = f"{self.prefix}_{self.serial}"
+        config = self.server_config(name, start_seq, deliver_subject, heartbeat)
+        body = {"stream_name": self.stream, "config": config.to_json(), "action": "create"}
+        return f"CONSUMER.CREATE.{self.stream}.{name}", body
+
+    def server_config(
+        self, name: str, start_seq: int, deliver_subject: str | None = None, heartbeat: float | None = None
+    ) -> ConsumerConfig:
+        """The configuration of one link; from ``start_seq`` when some messages were already delivered."""
+        cfg = self.config
+        filters = cfg.filter_subjects or []
+        policy, opt_seq, opt_time = cfg.deliver_policy, cfg.opt_start_seq, cfg.opt_start_time
+        if start_seq > 0:
+            policy, opt_seq, opt_time = DeliverPolicy.BY_START_SEQUENCE, start_seq, None
+        return ConsumerConfig(
+            name=name,
+            deliver_policy=policy,
+            opt_start_seq=opt_seq,
+            opt_start_time=opt_time,
+            ack_policy=AckPolicy.NONE,
+            max_deliver=1,
+            mem_storage=True,
+            num_replicas=1,
+            inactive_threshold=cfg.inactive_threshold,
+            headers_only=True if cfg.headers_only else None,
+            metadata=cfg.metadata,
+            replay_policy=cfg.replay_policy,
+            filter_subject=filters[0] if len(filters) == 1 else None,
+            filter_subjects=filters if len(filters) > 1 else None,
+            deliver_subject=deliver_subject,
+            flow_control=True if deliver_subject else None,
+            idle_heartbeat=heartbeat if deliver_subject else None,
+        )
+
+    def _adopt(self, response: dict[str, Any]) -> ConsumerInfo:
+        info = ConsumerInfo.from_json(response)
+        self.current = info.name
+        self.current_info = info
+        return info
+
+    def create(self, start_seq: int, timeout: float, deliver_subject: str | None = None) -> ConsumerInfo:
+        """User thread: create the next link (delivering from ``start_seq``, or per the config when 0)."""
+        suffix, body = self._request(start_seq, deliver_subject, None)
+        info = self._adopt(self.api.request(suffix, body, timeout))
+        if self.stream_created is None:
+            runtime = self.api.runtime
+            runtime.post_if_open(lambda: runtime.spawn(self.learn_stream_io()))
+        return info
+
+    async def create_io(
+        self, start_seq: int, deliver_subject: str | None = None, heartbeat: float | None = None
+    ) -> ConsumerInfo:
+        """IO thread: the same, awaited on the loop."""
+        suffix, body = self._request(start_seq, deliver_subject, heartbeat)
+        info = self._adopt(await self.api.request_io(suffix, body))
+        if self.stream_created is None:
+            self.api.runtime.spawn(self.learn_stream_io())
+        return info
+
+    async def info_io(self) -> ConsumerInfo | None:
+        """IO thread: the live link's info now (None between a reset and the next link)."""
+        name = self.current
+        if name is None:
+            return None
+        return ConsumerInfo.from_json(await self.api.request_io(f"CONSUMER.INFO.{self.stream}.{name}"))
+
+    async def learn_stream_io(self) -> None:
+        """IO thread: remember which stream this is (its creation time), so that a reset can tell the stream
+        read so far from one deleted and created anew under its name. Asked beside the first link, not before
+        it, so a read's first message waits for no extra round trip; a failure only means the reset checks the
+        last sequence alone."""
+        if self.stream_created is not None:
+            return
+        try:
+            info = StreamInfo.from_json(await self.api.request_io(f"STREAM.INFO.{self.stream}"))
+        except errors.JetStreamError as exc:
+            log.debug("ordered consumer on %s: could not learn the stream's creation time: %s", self.stream, exc)
+            return
+        if self.stream_created is None:
+            self.stream_created = info.created
+
+    async def replaced_io(self, cursor: int) -> str | None:
+        """IO thread, before a reset creates the next link: why the stream is not the one read so far (its
+        creation time changed, or it ends below ``cursor``, the last sequence read), or None when it is.
+
+        Without this, the next link would start at ``cursor + 1`` of the new stream: its first messages skipped
+        without a word, and a KV watcher whose revision is past the new bucket's end silent for good. Raises
+        StreamNotFoundError when the stream is gone (the reset ends, as it always did on a deleted stream).
+        """
+        return self._compare(StreamInfo.from_json(await self.api.request_io(f"STREAM.INFO.{self.stream}")), cursor)
+
+    def replaced(self, cursor: int, timeout: float) -> str | None:
+        """User thread (an ordered fetch or next() replacing its link): :meth:`replaced_io`, blocking."""
+        return self._compare(
+            StreamInfo.from_json(self.api.request(f"STREAM.INFO.{self.stream}", None, timeout)), cursor
+        )
+
+    def _compare(self, info: StreamInfo, cursor: int) -> str | None:
+        """Any thread, one read at a time: the stream ``info`` against the one read so far. ``stream_created`` is
+        written here and by :meth:`learn_stream_io` (IO thread), which only fills it while it is unset: both
+        store the creation time of the stream as it was when asked."""
+        before, self.stream_created = self.stream_created, info.created
+        if before is not None and info.created != before:
+            return f"it was created anew at {info.created.isoformat()} (the stream read so far: {before.isoformat()})"
+        if cursor and info.state.last_seq < cursor:
+            return f"it ends at sequence {info.state.last_seq}, below sequence {cursor} already read"
+        return None
+
+    def delete_current_soon(self) -> None:
+        """Any thread: delete the live link without waiting (it also goes by itself after inactive_threshold)."""
+        name, self.current = self.current, None
+        if name is not None:
+            self.api.forget_soon(f"CONSUMER.DELETE.{self.stream}.{name}")
+
+    def start_floor(self, info: ConsumerInfo) -> int:
+        """The stream sequence a new link ``info`` starts after, before anything was delivered: a reset before
+        the first message keeps that starting point (DeliverPolicy.NEW stays "new as of the first link").
+        last_per_subject has no single such point and keeps its policy (0)."""
+        if self.config.deliver_policy is DeliverPolicy.LAST_PER_SUBJECT:
+            return 0
+        return info.delivered.stream_seq
+
+    def pull_target(self, info: ConsumerInfo) -> PullTarget:
+        return PullTarget(
+            stream=self.stream,
+            consumer=info.name,
+            next_subject=self.api.subject(f"CONSUMER.MSG.NEXT.{self.stream}.{info.name}").encode(),
+            ack_none=True,
+        )
+
+
+class Relinking(Protocol):
+    """What :func:`relink` needs of an ordered engine (pull or push); IO thread."""
+
+    stopped: bool
+    resetting: bool
+    reset_failures: int
+    runtime: Runtime
+    chain: ConsumerChain
+    stream_seq: int
+
+    def start_over(self) -> None: ...
+
+    @property
+    def label(self) -> str: ...
+
+    def report(self, exc: BaseException) -> None: ...
+
+    def _end(self, exc: BaseException) -> None: ...
+
+    def _adopt_link(self, info: ConsumerInfo) -> None: ...
+
+
+async def relink(
+    engine: Relinking, attempt: Callable[[], Awaitable[ConsumerInfo]], undo: Callable[[], None] | None
+) -> None:
+    """IO thread: create the engine's next link, retrying with back-off (0.25 s doubling to 2 s).
+
+    Each failure is reported; after ``max_reset_attempts`` failures in a row the engine ends with
+    OrderedConsumerResetError (its cause the last failure). A deleted stream ends it so at once, whatever
+    ``max_reset_attempts``: no link can be made on it again, and a stream made anew under the same name is
+    another stream, whose sequences continue nothing. ``undo`` cleans up after a failed attempt.
+    """
+    delay = RESET_BACKOFF_FIRST
+    attempts = 0
+    while not engine.stopped:
+        try:
+            why = await engine.chain.replaced_io(engine.stream_seq)
+            if why is not None:
+                _stream_replaced(engine, why)
+            info = await attempt()
+        except errors.JetStreamError as exc:
+            if engine.stopped or engine.runtime.is_closed:
+                return
+            if undo is not None:
+                undo()
+            attempts += 1
+            engine.reset_failures += 1
+            limit = engine.chain.max_attempts
+            failure: errors.OrderedConsumerResetError | None
+            if isinstance(exc, errors.StreamReplacedError):
+                failure = errors.StreamReplacedError(str(exc))  # its own error, caused by the finding
+            elif isinstance(exc, errors.StreamNotFoundError):
+                failure = errors.OrderedConsumerResetError(f"{engine.label}: the stream was deleted ({exc})")
+            elif limit is not None and attempts >= limit:
+                failure = errors.OrderedConsumerResetError(
+                    f"{engine.label}: could not recreate its consumer in {attempts} attempt(s) "
+                    f"(max_reset_attempts={limit}); last error: {exc}"
+                )
+            else:
+                failure = None
+            if failure is not None:
+                failure.__cause__ = exc
+                engine.resetting = False
+                engine.report(failure)
+                engine._end(failure)
+                return
+            log.debug("%s: reset attempt %d failed: %s", engine.label, attempts, exc)
+            engine.report(exc)
+            await asyncio.sleep(delay)
+            delay = next_backoff(delay)
+        else:
+            engine._adopt_link(info)
+            return
+
+
+def _stream_replaced(engine: Relinking, why: str) -> None:
+    """IO thread: the stream was replaced under the engine. "error": raise StreamReplacedError (the reset ends
+    the read with it); "restart": report it as an event and read the new stream from its beginning."""
+    config = engine.chain.config
+    if config.on_stream_replaced == "error":
+        raise errors.StreamReplacedError(f"{engine.label}: the stream {engine.chain.stream!r} was replaced: {why}")
+    event = errors.StreamReplacedError(
+        f"{engine.label}: the stream {engine.chain.stream!r} was replaced ({why}); reading the new stream from its "
+        f"beginning (deliver_policy {config.deliver_policy.value}) instead of after sequence {engine.stream_seq}"
+    )
+    log.warning("%s", event)
+    engine.report(event)
+    engine.start_over()
