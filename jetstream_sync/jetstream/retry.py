@@ -10,6 +10,15 @@ a placement needs a node that is restarting (10005), or as "no responders". Only
 cannot change anything is repeated after a timeout: reads, and creates and updates that name what they make
 (the server answers a repeated identical create with what exists). A delete, a purge, a step-down, or a
 consumer create that lets the server pick the name is sent once, whatever happens.
+
+A create repeated after a timeout may reach the server while the first attempt is still being made there (it got
+through, but its answer was late: a slow disk on a loaded machine). It does not race that attempt: nats-server
+(2.10+, the oldest this client supports) makes the creates of one stream name one at a time (per account, a wait
+on the create in flight; a cluster's meta leader compares with its inflight proposals) and answers a later
+identical one with the stream the first made, a different one with 10058 (StreamNameInUseError). So a repeated
+create needs no look-up first, and a 500 "error creating store for stream" (10049) is the store failing, whose
+cause the server logs ("Stream create failed for ..."); tests/server/jetstream/test_api_retry.py sends identical
+creates together.
 """
 
 from __future__ import annotations

@@ -267,9 +267,20 @@ class EmbeddedServer:
 
     # -- logs -------------------------------------------------------------------------------------------------
 
-    def log_tail(self, n: int = 50) -> str:
-        """The last ``n`` lines the server printed, or "" when there is no log (never started, or stopped)."""
-        return _tail(self.log_path, 0, n)
+    def log_tail(self, n: int = 50, *, since: int = 0) -> str:
+        """The last ``n`` lines the server printed (only those after byte ``since``, a :attr:`log_size` read
+        earlier), or "" when there is no log (never started, or stopped)."""
+        return _tail(self.log_path, since, n)
+
+    @property
+    def log_size(self) -> int:
+        """How many bytes the server has logged so far (0 without a log): read before an operation, then
+        ``log_tail(since=size)`` is what the server logged during it. The pytest plugin does that for each test."""
+        path = self.log_path
+        try:
+            return path.stat().st_size if path is not None else 0
+        except OSError:
+            return 0
 
     def _output_since_spawn(self, n: int) -> str:
         return _tail(self.log_path, self._spawn_offset, n)

@@ -11,37 +11,107 @@ or ``-p jetstream_sync.testing.plugin``. The fixtures:
 - ``nats_cluster``: a fresh 3-node JetStream cluster (an EmbeddedCluster), for tests of replicated streams,
   elections, node failures and partitions.
 
+A test that fails on a server error (an APIError with a 5xx code, such as 500 "error creating store for stream",
+whose cause the server only logs) gets a report section "nats-server log" for each server of these fixtures that
+logged something since the test began (:func:`pytest_runtest_makereport`).
+
 A module of its own so that only a test run imports pytest (code that just starts an EmbeddedServer does not), and
 so that the proxy module is imported only when a test asks for ``fault_proxy``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+import contextlib
+from collections.abc import Generator, Iterator
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from ..errors import APIError
 from ._server import EmbeddedServer
 
 if TYPE_CHECKING:
+    import pluggy
+
     from ._cluster import EmbeddedCluster
     from ._proxy import FaultProxy
 
-__all__ = ["fault_proxy", "nats_cluster", "nats_server", "nats_server_function", "nats_url"]
+__all__ = [
+    "fault_proxy",
+    "nats_cluster",
+    "nats_server",
+    "nats_server_function",
+    "nats_url",
+    "pytest_runtest_makereport",
+    "pytest_runtest_setup",
+]
+
+_LOG_LINES = 100  # at most, of a server's log in a failed test's report
+_LOG_SIZES = pytest.StashKey[dict[int, int]]()  # id(server) -> its log size when the test's setup began
+
+# The servers of these fixtures that exist now, by id. Tests run one at a time in a process (pytest-xdist runs
+# several processes), so these are the ones the current test can have used: the session server and its own.
+_alive: dict[int, EmbeddedServer] = {}
+
+
+@contextlib.contextmanager
+def _reported(*servers: EmbeddedServer) -> Iterator[None]:
+    """While the block runs, a failing test's report shows what ``servers`` logged (see pytest_runtest_makereport)."""
+    _alive.update((id(server), server) for server in servers)
+    try:
+        yield
+    finally:
+        for server in servers:
+            _alive.pop(id(server), None)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before the test's fixtures: where each running server's log ends. Runs on pytest's thread."""
+    item.stash[_LOG_SIZES] = {key: server.log_size for key, server in _alive.items()}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
+    """When a test's setup or call fails on a server error, add what each server logged since the setup began.
+
+    A 5xx answer names no cause ("error creating store for stream"): the server logs it (``Stream create failed
+    for '$G > NAME': ...``), and the log is deleted when the server stops, so a failure on a loaded CI machine
+    would otherwise not explain itself. A server started by the test's own setup shows its whole log (at most
+    100 lines, the last); one that logged nothing meanwhile is left out. Runs on pytest's thread."""
+    outcome: pluggy.Result[pytest.TestReport] = yield
+    report = outcome.get_result()
+    if not (report.failed and call.excinfo is not None and _is_server_error(call.excinfo.value)):
+        return
+    sizes = item.stash.get(_LOG_SIZES, {})
+    for key, server in list(_alive.items()):
+        text = server.log_tail(_LOG_LINES, since=sizes.get(key, 0))
+        if text:
+            report.sections.append((f"nats-server log {server.url} (since the test began)", text))
+
+
+def _is_server_error(exc: BaseException | None) -> bool:
+    """An APIError with a 5xx code, raised or in the chain of what was raised."""
+    seen = 0
+    while exc is not None and seen < 20:  # a chain is short; the bound only guards against a cycle
+        if isinstance(exc, APIError) and exc.code >= 500:
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
 
 
 @pytest.fixture(scope="session")
 def nats_server() -> Iterator[EmbeddedServer]:
     """One nats-server with JetStream for the whole session; streams persist between tests."""
-    with EmbeddedServer() as server:
+    with EmbeddedServer() as server, _reported(server):
         yield server
 
 
 @pytest.fixture
 def nats_server_function() -> Iterator[EmbeddedServer]:
     """A fresh nats-server for one test, for tests that restart, kill or fill it."""
-    with EmbeddedServer() as server:
+    with EmbeddedServer() as server, _reported(server):
         yield server
 
 
@@ -66,5 +136,5 @@ def nats_cluster() -> Iterator[EmbeddedCluster]:
     restart a node, ``leader_of`` / ``step_down`` / ``partition`` for elections and partitions."""
     from ._cluster import EmbeddedCluster  # here: sessions without cluster tests never load it
 
-    with EmbeddedCluster(size=3) as cluster:
+    with EmbeddedCluster(size=3) as cluster, _reported(*cluster.servers):
         yield cluster

@@ -7,11 +7,14 @@ are sent again within their timeout; a delete and a publish without a msg_id are
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 import tenacity
 
 import jetstream_sync
-from jetstream_sync import StreamConfig, errors
+from jetstream_sync import StorageType, StreamConfig, errors
 from jetstream_sync.jetstream.retry import default_api_retry
 
 TIMEOUT = 3.0  # an attempt gets a third of it (1 s): room for a second one
@@ -42,6 +45,26 @@ def test_a_lost_create_reply_is_answered_by_asking_again(proxied):
     stream = js.create_stream(StreamConfig(name="MADE", subjects=["made.>"]))
     assert dropped.wait(timeout=1)
     assert stream.info().config.name == "MADE"
+
+
+def test_identical_creates_in_flight_together_all_get_the_one_stream(nats_server_function):
+    """What a create repeated after a timeout meets while its first attempt is still being made (a slow disk): the
+    server makes creates of one name one at a time and answers the later ones with the stream the first made; none
+    races it into 500 "error creating store for stream" (see jetstream/retry.py)."""
+    creates = 8
+    config = StreamConfig(name="TWICE", subjects=["twice.>"], storage=StorageType.FILE)
+    together = threading.Barrier(creates)
+    with jetstream_sync.connect(nats_server_function.url) as nc:
+        js = nc.jetstream(timeout=20)
+
+        def create() -> dict:
+            together.wait(timeout=10)
+            return js.api.request("STREAM.CREATE.TWICE", config.to_json(), idempotent=False)
+
+        with ThreadPoolExecutor(creates) as pool:
+            replies = [future.result(timeout=30) for future in [pool.submit(create) for _ in range(creates)]]
+        made = js.api.request("STREAM.INFO.TWICE")["created"]
+    assert [reply["created"] for reply in replies] == [made] * creates  # every one answered with the one stream
 
 
 def test_a_delete_is_not_sent_twice(proxied):
