@@ -135,3 +135,14 @@ def children(pid: int) -> set[int]:
             if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
                 found.add(int(entry.name))
     return found
+
+
+def core_round_trip(nc: jetstream_sync.Client, subject: str = "round.trip.echo", timeout: float = 3.0) -> bool:
+    """A message published on ``subject`` comes back through the server: the connection's socket is read (a deaf
+    connection, one nobody reads while it claims to be up, times out here)."""
+    sub = nc.subscribe(subject)
+    try:
+        nc.publish(subject, b"ping")
+        return sub.next_msg(timeout=timeout).data == b"ping"
+    finally:
+        sub.unsubscribe()

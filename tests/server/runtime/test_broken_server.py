@@ -14,7 +14,7 @@ import pytest
 import jetstream_sync
 from jetstream_sync import errors
 from jetstream_sync.testing import ScriptedServer
-from tests.helpers import wait_until
+from tests.helpers import core_round_trip, wait_until
 
 LOOKS_BROKEN = [
     b"INFO []\r\n",
@@ -25,15 +25,6 @@ LOOKS_BROKEN = [
     b"MSG a x 3\r\nabc\r\n",
     b"MSG big.subject 1 314572800\r\n",
 ]
-
-
-def core_round_trip(nc: jetstream_sync.Client) -> bool:
-    sub = nc.subscribe("broken.echo")
-    try:
-        nc.publish("broken.echo", b"ping")
-        return sub.next_msg(timeout=3).data == b"ping"
-    finally:
-        sub.unsubscribe()
 
 
 @pytest.mark.parametrize("wire", LOOKS_BROKEN, ids=lambda w: w[:24].decode(errors="replace"))

@@ -16,17 +16,7 @@ import jetstream_sync
 from jetstream_sync import errors
 from jetstream_sync._runtime._nats import NatsConnection
 from jetstream_sync._runtime._parser import ProtocolParser
-from tests.helpers import wait_until
-
-
-def round_trip_works(nc: jetstream_sync.Client) -> bool:
-    """A request through the server comes back: the socket is read (a deaf connection times out)."""
-    sub = nc.subscribe("read.path.echo")
-    try:
-        nc.publish("read.path.echo", b"ping")
-        return sub.next_msg(timeout=2).data == b"ping"
-    finally:
-        sub.unsubscribe()
+from tests.helpers import core_round_trip, wait_until
 
 
 def test_a_flush_that_timed_out_leaves_the_connection_reading(fault_proxy):
@@ -38,7 +28,7 @@ def test_a_flush_that_timed_out_leaves_the_connection_reading(fault_proxy):
         fault_proxy.set_latency(0)
         assert nc.is_connected
         assert nc.reconnects == 0  # carried on: a late PONG is no fault of the server's
-        assert round_trip_works(nc)
+        assert core_round_trip(nc)
 
 
 def test_many_flushes_that_time_out_keep_the_pings_in_step(fault_proxy):
@@ -50,7 +40,7 @@ def test_many_flushes_that_time_out_keep_the_pings_in_step(fault_proxy):
         nc.flush(timeout=3)
         fault_proxy.set_latency(0)
         assert nc.reconnects == 0
-        assert round_trip_works(nc)
+        assert core_round_trip(nc)
 
 
 def test_any_exception_in_the_read_path_reconnects_and_is_reported(nats_server, monkeypatch):
@@ -70,7 +60,7 @@ def test_any_exception_in_the_read_path_reconnects_and_is_reported(nats_server, 
         with pytest.raises(errors.NotConnectedError, match="connection was lost"):
             nc.flush(timeout=5)  # its PONG meets the bug; the flush learns at once that it cannot be confirmed
         wait_until(lambda: nc.reconnects == 1, timeout=10)
-        assert round_trip_works(nc)
+        assert core_round_trip(nc)
         wait_until(lambda: reported, timeout=5)
         assert isinstance(reported[0], errors.ProtocolError)
         assert "KeyError" in str(reported[0]) and "reconnecting" in str(reported[0])
@@ -95,4 +85,4 @@ def test_a_read_loop_that_ends_while_connected_reconnects(nats_server, monkeypat
                 nc.flush(timeout=5)  # the PONG's read meets the broken parse; nats-py's loop ends
             wait_until(lambda: nc.reconnects == 1, timeout=10)
         assert "read loop stopped while connected" in caplog.text
-        assert round_trip_works(nc)
+        assert core_round_trip(nc)

@@ -25,6 +25,14 @@ def replace_while_away(fault_proxy, server_url: str, replace) -> None:
     fault_proxy.resume()
 
 
+def old_stream_and_reader(js, name: str, mode: str):
+    """A memory stream of 20 messages ("old-1" ...) and an ordered consumer of it with ``on_stream_replaced=mode``."""
+    js.create_stream(StreamConfig(name=name, subjects=[f"{name}.>"], storage=StorageType.MEMORY))
+    for i in range(20):
+        js.publish(f"{name}.x", f"old-{i + 1}".encode())
+    return js.ordered_consumer(name, OrderedConsumerConfig(on_stream_replaced=mode))
+
+
 def recreate_stream(name: str, count: int):
     def replace(js) -> None:
         js.delete_stream(name)
@@ -39,11 +47,7 @@ def recreate_stream(name: str, count: int):
 def test_an_ordered_read_of_a_replaced_stream(fault_proxy, nats_server_function, name, mode):
     reports: list[BaseException] = []
     with jetstream_sync.connect(fault_proxy.url, reconnect_wait=0.1) as nc:
-        js = nc.jetstream()
-        js.create_stream(StreamConfig(name=name, subjects=[f"{name}.>"], storage=StorageType.MEMORY))
-        for i in range(20):
-            js.publish(f"{name}.x", f"old-{i + 1}".encode())
-        consumer = js.ordered_consumer(name, OrderedConsumerConfig(on_stream_replaced=mode))
+        consumer = old_stream_and_reader(nc.jetstream(), name, mode)
         with consumer.messages(error_handler=reports.append) as it:
             old = [it.next(timeout=10).data for _ in range(20)]
             assert old[-1] == b"old-20"
@@ -90,11 +94,7 @@ def test_a_kv_watcher_of_a_bucket_made_anew_sees_the_new_keys(fault_proxy, nats_
 def test_ordered_next_of_a_replaced_stream(fault_proxy, nats_server_function, name, mode):
     """The issue's case: ordered next() read 20, the stream was replaced by one of 30; it skipped the first 20."""
     with jetstream_sync.connect(fault_proxy.url, reconnect_wait=0.1) as nc:
-        js = nc.jetstream()
-        js.create_stream(StreamConfig(name=name, subjects=[f"{name}.>"], storage=StorageType.MEMORY))
-        for i in range(20):
-            js.publish(f"{name}.x", f"old-{i + 1}".encode())
-        consumer = js.ordered_consumer(name, OrderedConsumerConfig(on_stream_replaced=mode))
+        consumer = old_stream_and_reader(nc.jetstream(), name, mode)
         assert [consumer.next(timeout=5).data for _ in range(20)][-1] == b"old-20"
         wait_until(lambda: consumer._chain.stream_created is not None, timeout=5)
         replace_while_away(fault_proxy, nats_server_function.url, recreate_stream(name, 30))
