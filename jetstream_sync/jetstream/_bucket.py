@@ -126,6 +126,10 @@ class BucketWalk:
     ``seconds``, and when they run out the walk raises TimeoutError saying what did not finish and how much
     was read, its ordered consumer deleted.
 
+    What counts is the time the walk itself waits, not the time its caller spends between batches (a
+    ``for key in kv.keys(): ...`` whose body is slow): the deadline moves on by each such pause. A timeout is
+    a bound on how long the client may block, and a loop that does real work per key must not fail for it.
+
     Made and read on the walking (user) thread. A read that waits on a link gone silent cannot look at the
     clock itself, so the deadline is also watched on the watchdog's shared tick (``Runtime.watch``), which
     stops the read when it passes: the walk ends within a tick (0.25 s) of its deadline, not whenever the link
@@ -144,6 +148,9 @@ class BucketWalk:
         # Set on the watchdog when it stopped the read at the deadline, read by the walking thread once the read
         # ended; only ever set, so no lock (docs/ARCHITECTURE.md, "Rules: one writer per piece of state").
         self._expired = False
+        # Written by the walking thread only, read by the watchdog's check: whether the walk waits in a read now
+        # (False while a batch is with the caller) and the deadline, moved on by the caller's time
+        self._waiting = True
 
     def left(self, detail: str = "") -> float:
         """The seconds left; TimeoutError (with ``detail`` after how much was read) when none are."""
@@ -173,19 +180,23 @@ class BucketWalk:
             if consumer.cached_info.num_pending == 0:
                 return
             with stream_as_bucket(bucket), consumer.messages(until_drained=True, max_messages=window) as it:
-                deadline = self.deadline
 
                 def stop_at_deadline(now: float) -> None:
-                    """Watchdog thread: end a read that outlived the walk's deadline (stop_soon only posts)."""
-                    if now >= deadline and not self._expired:
+                    """Watchdog thread: end a read that waited past the walk's deadline (stop_soon only posts)."""
+                    if self._waiting and now >= self.deadline and not self._expired:
                         self._expired = True
                         consumer.stop_soon()
 
                 self._runtime.watch(stop_at_deadline)
+                clock = time.monotonic
                 try:
                     for batch in it.batches():
                         self.read += len(batch)
+                        self._waiting = False
+                        paused = clock()
                         yield batch
+                        self.deadline += clock() - paused  # the caller's time is not the walk's
+                        self._waiting = True
                 finally:
                     self._runtime.unwatch(stop_at_deadline)
             if self._expired:  # the read was stopped: what it delivered is only part of the walk

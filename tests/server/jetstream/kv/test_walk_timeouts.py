@@ -165,17 +165,16 @@ def test_a_walk_whose_consumer_create_goes_unanswered_times_out_and_leaves_no_co
         back_without_consumers(fault_proxy, js)
 
 
-def test_keys_enforces_its_deadline_between_keys(js, kv, name, small_pulls):
-    """The loop's own time counts: a loop still going past the deadline gets TimeoutError at its next key, and
-    the walk's consumer is deleted."""
+def test_the_loops_own_time_between_keys_does_not_count(js, kv, name, small_pulls):
+    """The timeout bounds how long the walk waits for the server, not the loop's body: a loop slower than the
+    timeout still reads every key, and the walk's consumer is deleted at the end."""
     fill(js, kv, KEYS)
     walk = kv.keys(timeout=0.5)
-    next(walk)
+    seen = [next(walk)]
     started = time.monotonic()
-    assert len(consumers(js, name)) == 1
-    wait_until(lambda: time.monotonic() - started > 0.5)  # the loop's body outlasting the walk's timeout
-    with pytest.raises(errors.TimeoutError, match=r"keys\(\) of bucket .* did not finish within 0.5s"):
-        next(walk)
+    wait_until(lambda: time.monotonic() - started > 0.7)  # the loop's body outlasting the walk's timeout
+    seen.extend(walk)
+    assert len(seen) == KEYS
     wait_no_consumers(js, name)
 
 
