@@ -78,6 +78,7 @@ __all__ = [
     "PinIdMismatchError",
     "ProtocolError",
     "PublishBackpressureError",
+    "PullLimitError",
     "PullSubscribeRequiredError",
     "PullSubscribeToPushConsumerError",
     "PullWarning",
@@ -369,7 +370,42 @@ class MessageExceedsMaxBytesError(PullError):
 
 
 class PullWarning(PullError):
-    """A pull was refused by a consumer limit (409 Exceeded MaxWaiting, MaxRequestBatch...); not terminal."""
+    """A pull was refused by a consumer limit (409 Exceeded MaxWaiting, MaxRequestBatch...); not terminal to a
+    consume, which pulls again (with back-off while the consumer holds ``max_waiting`` pulls already)."""
+
+
+class PullLimitError(PullWarning):
+    """A pull asked for more than the consumer allows one request: 409 Exceeded MaxRequestBatch (the consumer's
+    ``max_batch``), MaxRequestExpires (``max_expires``) or MaxRequestMaxBytes (``max_bytes``).
+
+    No retry of the same pull can succeed, so ``fetch()`` and ``next()`` raise it at once; ``messages()`` and
+    ``consume()`` report it once and fit their pulls within the limit from then on (a consume's options size its
+    buffer, not a contract on the size of each pull), or end with it when they cannot (a ``max_expires`` below
+    the 1 s a consume's pull needs). ``setting`` is the consumer's field and ``limit`` its value (seconds for
+    ``max_expires``; None when the server's text could not be read), ``option`` the read's option and
+    ``requested`` what the read asked for; the message says what to change.
+    """
+
+    def __init__(
+        self,
+        status: int,
+        description: str,
+        *,
+        setting: str,
+        limit: float | None,
+        option: str,
+        requested: float,
+        hint: str,
+    ) -> None:
+        #: the consumer's field that bounds each pull: "max_batch", "max_expires" or "max_bytes"
+        self.setting = setting
+        #: its value (messages, seconds or bytes); None when the 409 did not say it readably
+        self.limit = limit
+        #: the read's option that asked for more: "max_messages", "expires" or "max_bytes"
+        self.option = option
+        #: what the read asked for
+        self.requested = requested
+        super().__init__(status, description, hint)
 
 
 class PinIdMismatchError(PullWarning):

@@ -222,7 +222,8 @@ class Msg:
         expires after ``expires`` seconds (the JSON pull-request form). ``expires=None`` sends the short form
         ``+NXT <batch>``, which the server holds until the batch is filled; the batch then waits at most the
         client's default timeout. One round trip instead of an ack and a pull."""
-        from .jetstream.consumers._pull import AckNextPull, PullTarget
+        from .jetstream.consumers._fetch import AckNextPull
+        from .jetstream.consumers._target import PullTarget
         from .jetstream.consumers.delivery import MessageBatch
         from .jetstream.consumers.options import FetchOptions
 

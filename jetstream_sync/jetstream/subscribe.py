@@ -30,9 +30,10 @@ from ..models import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy
 from ..subscription import Subscription
 from .consumers import OrderedConsumerConfig
 from .consumers._chain import ConsumerChain
-from .consumers._pull import FetchPull, PullTarget
+from .consumers._fetch import FetchPull
 from .consumers._push import OrderedPush, PushEngine, PushLimits
 from .consumers._reads import check_callable, reporter
+from .consumers._target import PullTarget
 from .consumers.delivery import ConsumeContext, MessagesIterator
 from .consumers.options import FetchOptions
 from .consumers.push import DEFAULT_PENDING_BYTES, DEFAULT_PENDING_MSGS

@@ -45,6 +45,14 @@ class HeartbeatMonitor:
         self._posted = False  # watchdog sets it, the IO thread clears it: at most one confirmation in flight
         self._stopped = False
 
+    def retime(self, interval: float) -> None:
+        """IO thread: the pulls ask for heartbeats every ``interval`` from now on (a consume fitted to its
+        consumer's ``max_expires``); the alarm keeps its ratio to the interval. The watchdog reads the new
+        values at its next tick."""
+        ratio = self.alarm_after / self.interval if self.interval > 0 else 2.0
+        self.interval = interval
+        self.alarm_after = ratio * interval
+
     def touch(self) -> None:
         """IO thread: something arrived (or the server just started owing us, so the clock starts now)."""
         self.last_activity = time.monotonic()

@@ -26,7 +26,9 @@ from ..._telemetry import note_heartbeat_missed
 from ...message import Msg
 from ...models import ConsumerInfo, DeliverPolicy
 from ._chain import ConsumerChain, relink
-from ._pull import ContinuousPull, FetchPull, PullTarget
+from ._fetch import FetchPull
+from ._pull import ContinuousPull
+from ._target import PullTarget
 from .delivery import ConsumeStats
 from .options import PullPlan
 

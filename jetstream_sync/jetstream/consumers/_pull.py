@@ -1,11 +1,12 @@
-"""The ADR-37 pull engines: pull requests, pending counts, status handling and heartbeats.
+"""The ADR-37 pull engines' common part and the continuous pull: pull requests, pending counts, status handling
+and heartbeats.
 
-:class:`FetchPull` is one pull (a :class:`BatchSource`); :class:`ContinuousPull` keeps a bounded buffer filled
-(a :class:`DeliverySource`). Both route messages by their own inbox subscription and build them on the IO
-thread. IO-thread state is written only on the IO thread; the user side writes only its delivery counters
-(which the IO thread applies) and the watchdog only reads (docs/ARCHITECTURE.md, "Rules: one writer per piece
-of state"). A message counts as processed when it is handed to the user, so at most ``max_messages`` (or
-``max_bytes``) unprocessed messages are held per consume.
+:class:`ContinuousPull` keeps a bounded buffer filled (a :class:`DeliverySource`) for ``messages()`` and
+``consume()``; the one-off pulls (``fetch``, ``next``) are in ``_fetch.py`` and ``_single.py``. Each routes messages
+by its own inbox subscription and builds them on the IO thread. IO-thread state is written only on the IO thread;
+the user side writes only its delivery counters (which the IO thread applies) and the watchdog only reads
+(docs/ARCHITECTURE.md, "Rules: one writer per piece of state"). A message counts as processed when it is handed
+to the user, so at most ``max_messages`` (or ``max_bytes``) unprocessed messages are held per consume.
 
 The server-side consumer a pull engine asks is a :class:`PullTarget`, replaceable on a running engine
 (:meth:`ContinuousPull.retarget`): that is where an ordered consumer plugs in.
@@ -22,21 +23,19 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 
 from ... import errors
-from ..._protocol import ACK_PREFIX, NAK, api_response, encode_pub, pending_counts, pull_request, status_of
+from ..._protocol import ACK_PREFIX, api_response, encode_pub, pending_counts, pull_request, status_of
 from ..._runtime import BufferFinished, MessageBuffer, NatsSubscription, Runtime
 from ..._telemetry import note_heartbeat_missed
 from ...message import Msg
 from ._heartbeat import HeartbeatMonitor
+from ._limits import fit_plan, plan_fits, request_limit
 from ._status import StatusKind, classify, oversized
 from ._target import PinTracker, PullTarget, pull_unanswered, pulled_message
 from .delivery import ConsumeStats
-from .options import FetchOptions, PullPlan, PullPriority
+from .options import PullPlan, PullPriority
 
 __all__ = [
-    "MIN_REPULL",
-    "AckNextPull",
     "ContinuousPull",
-    "FetchPull",
     "PinTracker",
     "PullTarget",
     "pull_unanswered",
@@ -51,9 +50,6 @@ _CHECK_TIMEOUT = 5.0
 # per status up to _HOLD_MAX (ContinuousPull._pull_after_status).
 _HOLD_FIRST = 0.05
 _HOLD_MAX = 5.0
-#: a one-off pull (fetch, next) lost in a disconnect is asked again once reconnected only when at least this
-#: much of its time is left
-MIN_REPULL = 0.05
 
 
 # -- the common part ----------------------------------------------------------------------------------------
@@ -86,12 +82,16 @@ class _PullEngine(abc.ABC):
             fields["id"] = pin.id
         return fields
 
-    def _send_pull(self, body: bytes) -> None:
-        """IO thread: publish a pull request with our inbox as the reply."""
-        self.runtime.send_now(encode_pub(self.target.next_subject, self._inbox_b, None, body))
+    def _send_pull(self, body: bytes, reply: bytes | None = None) -> None:
+        """IO thread: publish a pull request with our inbox (or ``reply``, a subject below it) as the reply."""
+        self.runtime.send_now(encode_pub(self.target.next_subject, reply or self._inbox_b, None, body))
+
+    def _listen_on(self) -> str:
+        """The subject the engine subscribes to: its inbox (ContinuousPull: one subject per pull below it)."""
+        return self.inbox
 
     async def _subscribe(self) -> None:
-        self._nats_sub = await self.runtime.subscribe_async(self.inbox, self._on_message)
+        self._nats_sub = await self.runtime.subscribe_async(self._listen_on(), self._on_message)
 
     async def _resubscribe(self) -> None:
         """IO thread: drop the inbox and listen on a fresh one, so nothing sent to the old one (late messages
@@ -112,195 +112,23 @@ class _PullEngine(abc.ABC):
         """IO thread: one message, status or heartbeat on the inbox."""
 
 
-# -- fetch and next -----------------------------------------------------------------------------------------
-class FetchPull(_PullEngine):
-    """One pull request: ends when the batch or byte limit is met, a status ends it, or the server goes quiet.
-
-    A disconnect does not end it: the pull is asked again once reconnected, for what is left (on_reconnected).
-    """
-
-    def __init__(self, runtime: Runtime, target: PullTarget, options: FetchOptions) -> None:
-        super().__init__(runtime, target)
-        self.options = options
-        self.batch = options.batch
-        self.max_bytes = options.max_bytes or 0
-        self.received = 0
-        self.received_bytes = 0
-        self.done = False
-        # IO thread only
-        self.connected = True
-        self._lost = False  # disconnected since the pull went out: asked again once reconnected
-        self._expires_at = 0.0  # when the pull expires at the server, by this client's clock (set by start())
-        self.heartbeat = HeartbeatMonitor(runtime, options.heartbeat, self._owes_us, self._on_missed_heartbeat)
-
-    def start(self) -> None:
-        """Fire and forget: the caller does not wait for the IO thread; a failure to start ends the batch.
-
-        A pull needs its own subscription: JetStream delivers with the stored subject in the MSG line, so
-        only the subscription id can route a message to its fetch.
-        """
-        self._expires_at = time.monotonic() + self.options.expires  # before the IO thread sees the pull
-        self.runtime.track(self)
-        self.runtime.post(self._begin)
-
-    def _begin(self) -> None:
-        self.runtime.spawn(self._start())
-
-    async def _start(self) -> None:
-        try:
-            await self._subscribe()
-        except Exception as exc:
-            self._finish(errors.ConnectionClosedError() if self.runtime.is_closed else exc)
-            return
-        self.runtime.add_listener(self)
-        self.connected = self.runtime.is_connected  # not: the pull is queued and goes out with the reconnect
-        opts = self.options
-        self._send_pull(self._request_body(opts.pull_expires, opts.heartbeat))
-        self.heartbeat.touch()
-        self.heartbeat.start()
-        log.debug(
-            "fetch %s: pull batch=%d max_bytes=%d expires=%gs", self.label, self.batch, self.max_bytes, opts.expires
-        )
-
-    def _request_body(self, expires: float, heartbeat: float) -> bytes:
-        """IO thread: a pull for what is left of the batch and its bytes."""
-        opts = self.options
-        return pull_request(
-            self.batch - self.received,
-            expires,
-            self.max_bytes - self.received_bytes if self.max_bytes else 0,
-            heartbeat,
-            opts.no_wait,
-            self._priority_fields(opts.pull_priority),
-        )
-
-    def _owes_us(self) -> bool:
-        """Read by the heartbeat monitor (watchdog and IO thread): the server owes this pull something, which it
-        cannot while disconnected."""
-        return not self.done and self.connected
-
-    def _on_message(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
-        if self.done:
-            if reply.startswith(ACK_PREFIX) and not self.target.ack_none:
-                # a second pull's (the one from before a reconnect may live on) or past the deadline: give it
-                # back now rather than after the consumer's ack wait
-                self.runtime.send_now(encode_pub(reply, b"", None, NAK))
-            return
-        self.heartbeat.touch()
-        if reply.startswith(ACK_PREFIX):
-            msg = self._make_msg(subject, reply, data, headers)
-            if headers is not None and self.target.pin is not None:
-                self.target.pin.note(headers)
-            self.received += 1
-            self.received_bytes += msg.size
-            self.buffer.put(msg)
-            if self.received >= self.batch or (self.max_bytes and self.received_bytes >= self.max_bytes):
-                self._finish(None)
-            return
-        status, description = status_of(headers)
-        if status is None:
-            return
-        self.statuses[status] += 1
-        kind, exc = classify(status, description)
-        log.debug("fetch %s: status %d %s", self.label, status, description)
-        if kind is StatusKind.HEARTBEAT:
-            return
-        if kind is StatusKind.QUIET or kind is StatusKind.RESET:
-            self._finish(None)
-        elif kind is StatusKind.OVERSIZED:
-            # after some messages the normal end of a pull sized by bytes; before any, the next message can never fit
-            self._finish(None if self.received else oversized(status, description, self.label, self.max_bytes))
-        elif kind is StatusKind.UNPINNED:
-            if self.target.pin is not None:
-                self.target.pin.id = ""
-            self._finish(exc)
-        elif kind is StatusKind.NO_RESPONDERS:
-            self._finish(pull_unanswered(self.label))
-        else:
-            self._finish(exc)
-
-    def _on_missed_heartbeat(self) -> None:
-        """IO thread, confirmed by the monitor: the server owes messages and sent nothing for 2x the heartbeat."""
-        self._finish(
-            errors.MissedHeartbeatError(
-                f"fetch: nothing from the server for {2 * self.heartbeat.interval:g}s (twice the idle heartbeat)"
-            )
-        )
-
-    def _finish(self, exc: BaseException | None) -> None:
-        """IO thread: readers take what is buffered, then the batch ends (with ``exc`` when given)."""
-        if self.done:
-            return
-        self.done = True
-        self.heartbeat.stop()
-        self.buffer.finish(exc)
-        self.runtime.remove_listener(self)
-        self._unsubscribe()
-        self.runtime.untrack(self)
-
-    # -- connection events (IO thread) ------------------------------------------------------------------
-    def on_disconnected(self) -> None:
-        """The request is most likely gone with the connection. The fetch goes on (its heartbeat clock paused)
-        and asks again once reconnected. Ending it here gave a short or empty batch at once, which a fetch
-        loop reads as "nothing there": a loop that stops on an empty batch stopped at any blip."""
-        self.connected = False
-        if not self.done:
-            self._lost = True
-
-    def on_reconnected(self) -> None:
-        """Ask again, on the same inbox, for what is left of the batch, its bytes and its time. The pull from
-        before the disconnect may still be alive at the server (after a quick reconnect its reply subject has
-        interest again), so more than the batch can come: what arrives after the fetch ended is nak'd."""
-        self.connected = True
-        self.heartbeat.touch()
-        if self.done or not self._lost:
-            return
-        self._lost = False
-        opts = self.options
-        left = self._expires_at - time.monotonic()
-        if not opts.no_wait and left < MIN_REPULL:
-            self._finish(None)  # its time is up: the batch ends as an expired pull does
-            return
-        log.debug("fetch %s: reconnected, pulling again for what is left (%.2fs)", self.label, left)
-        heartbeat = opts.heartbeat if opts.heartbeat * 2 <= left else 0.0  # the server refuses more
-        self._send_pull(self._request_body(0.0 if opts.no_wait else left, heartbeat))
-
-    # -- BatchSource ------------------------------------------------------------------------------------
-    def take(self, timeout: float) -> Msg:
-        return self.buffer.get(timeout)
-
-    def cancel(self) -> None:
-        """Any thread: end the fetch (deadline passed or the caller gave up)."""
-        if not self.done:
-            self.runtime.post_if_open(lambda: self._finish(None))
-
-    def on_client_closed(self, exc: BaseException) -> None:
-        self.done = True
-        self.heartbeat.stop()
-        self.buffer.abort(exc)
-
-
-class AckNextPull(FetchPull):
-    """The deep dive's AckNext: ``+NXT`` on a message's ack subject acks it and asks the server for the next
-    message(s) of the same consumer, delivered to this pull's inbox (JSON pull-request body after ``+NXT ``)."""
-
-    #: send ``+NXT <batch>`` (no expiry, the server holds the request) instead of the JSON form
-    plain = False
-
-    def _request_body(self, expires: float, heartbeat: float) -> bytes:
-        if self.plain:
-            return b"+NXT %d" % (self.batch - self.received)
-        return b"+NXT " + super()._request_body(expires, heartbeat)
-
-
 # -- messages() and consume() -------------------------------------------------------------------------------
 class ContinuousPull(_PullEngine):
-    """The ADR-37 consume algorithm: keep the buffer filled, re-pull at the thresholds, survive reconnects."""
+    """The ADR-37 consume algorithm: keep the buffer filled, re-pull at the thresholds, survive reconnects.
+
+    Each pull's reply subject is ``<inbox>.<batch>.<max_bytes>`` (the subscription is on ``<inbox>.*.*``): a
+    status comes on the reply subject of its own pull, so a pull the server refused outright (a 409 without
+    ``Nats-Pending-*`` headers, see ``_limits.py``) releases exactly what it had added to the pending counts.
+    Counting it on left the consume waiting for messages nobody owed it until the missed-heartbeat alarm (30 s
+    by default), after which the same pull met the same refusal.
+    """
 
     def __init__(
         self, runtime: Runtime, target: PullTarget, plan: PullPlan, report: Callable[[BaseException], None]
     ) -> None:
         super().__init__(runtime, target)
+        # replaced whole, only on the IO thread, when fitted to the consumer's limits (_on_limit); the user side
+        # reads it (its thresholds), and one reference read sees the old plan or the new one
         self.options = plan
         self._report = report
         # IO thread only
@@ -321,6 +149,8 @@ class ContinuousPull(_PullEngine):
         self._fruitless = 0  # statuses in a row with no message between them (see _pull_after_status)
         self._last_pull_at = 0.0  # time.monotonic() of the last pull sent
         self._checking = False  # a consumer info request is out (ADR-37: does the consumer still exist?)
+        self._probing = False  # pulls go without idle heartbeats, so the server says 409 MaxWaiting (_on_full)
+        self._full_reported = False  # 409 Exceeded MaxWaiting reported in this episode
         # user side only (the thread handing out messages)
         self.delivered = 0
         self.delivered_bytes = 0
@@ -340,6 +170,17 @@ class ContinuousPull(_PullEngine):
         runtime.track(self)
         runtime.call(self._start(), timeout, "consume")
         self.heartbeat.start()
+
+    def _listen_on(self) -> str:
+        return self.inbox + ".*.*"
+
+    def _refused(self, subject: bytes) -> tuple[int, int]:
+        """IO thread: the batch and bytes of the pull a refusal answers, from its reply subject."""
+        batch, _, size = subject[len(self._inbox_b) + 1 :].partition(b".")
+        try:
+            return int(batch), int(size)
+        except ValueError:
+            return 0, 0
 
     async def _start(self) -> None:
         await self._subscribe()
@@ -440,7 +281,11 @@ class ContinuousPull(_PullEngine):
         self._last_pull_at = time.monotonic()
         fields = self._priority_fields(opts.priority)
         self._pulled_pinned = bool(fields and "id" in fields)
-        self._send_pull(pull_request(batch, opts.expires, max_bytes, opts.idle_heartbeat, extra=fields))
+        # probing (_on_full): no heartbeats, so a full consumer answers 409; expiring within the heartbeat's
+        # time, the pull's own 408 keeps the heartbeat monitor fed
+        heartbeat, expires = (0.0, opts.idle_heartbeat) if self._probing else (opts.idle_heartbeat, opts.expires)
+        reply = b"%s.%d.%d" % (self._inbox_b, batch, max_bytes)
+        self._send_pull(pull_request(batch, expires, max_bytes, heartbeat, extra=fields), reply)
         log.debug(
             "consume %s: pull batch=%d max_bytes=%d (pending %d msgs, %d bytes)",
             self.label,
@@ -471,6 +316,7 @@ class ContinuousPull(_PullEngine):
             self.received += 1
             self._unanswered = 0
             self._fruitless = 0
+            self._probing = self._full_reported = False
             pin = self.target.pin
             if headers is not None and pin is not None and pin.note(headers):
                 priority = self.options.priority
@@ -483,13 +329,17 @@ class ContinuousPull(_PullEngine):
         self.statuses[status] += 1
         if status != 503:
             self._unanswered = 0
+        kind, exc = classify(status, description)
+        refused = kind is StatusKind.LIMIT or kind is StatusKind.FULL
+        if not refused and kind is not StatusKind.NO_RESPONDERS:
+            self._probing = self._full_reported = False  # a pull got in: the consumer had room
         if status == 100:
             return
-        msgs_left, bytes_left = pending_counts(headers)
+        # a refused pull was never registered: all it asked for is released (its 409 has no pending headers)
+        msgs_left, bytes_left = self._refused(subject) if refused else pending_counts(headers)
         self.pending_msgs = max(0, self.pending_msgs - msgs_left)
         if self.options.by_bytes:
             self.pending_bytes = max(0, self.pending_bytes - bytes_left)
-        kind, exc = classify(status, description)
         log.debug("consume %s: status %d %s (pending %d msgs)", self.label, status, description, self.pending_msgs)
         if kind is StatusKind.TERMINAL:
             assert exc is not None
@@ -506,6 +356,11 @@ class ContinuousPull(_PullEngine):
             self._reset_pending()
         elif kind is StatusKind.UNPINNED:
             self._on_unpinned(exc)
+        elif kind is StatusKind.LIMIT:
+            if not self._on_limit(status, description):
+                return
+        elif kind is StatusKind.FULL:
+            self._on_full(exc)
         elif kind is StatusKind.NO_RESPONDERS:
             self._retry_later(exc)
             return
@@ -545,6 +400,47 @@ class ContinuousPull(_PullEngine):
         would stop at the same message.
         """
         self._on_terminal(exc)
+
+    def _on_limit(self, status: int, description: str) -> bool:
+        """IO thread, 409 Exceeded MaxRequestBatch / MaxRequestExpires / MaxRequestMaxBytes: fit the pulls to the
+        consumer's limit and report that once; False when no consume can fit it (ended with the error then).
+
+        Adapted rather than ended (``_limits.py`` says why): the options size this consume's buffer and re-pull
+        cadence, the consumer's limits bound every client's pulls, and a consume can honour both. A refusal of
+        a pull sent before the fit (in flight meanwhile) only releases that pull.
+        """
+        limit = request_limit(description)
+        assert limit is not None  # classify() said LIMIT
+        if plan_fits(self.options, limit):
+            return True
+        plan, exc = fit_plan(self.options, limit, self.label, status, description)
+        if plan is None:
+            self._on_terminal(exc)
+            return False
+        log.debug("consume %s: fitted to %s=%s", self.label, limit.setting, limit.show())
+        self.options = plan
+        self.heartbeat.retime(plan.idle_heartbeat)
+        self.warnings += 1
+        self._report(exc)
+        return True
+
+    def _on_full(self, exc: errors.JetStreamError | None) -> None:
+        """IO thread, 409 Exceeded MaxWaiting: the consumer holds ``max_waiting`` pulls already. Transient, so
+        pull again with the no-progress back-off (``_pull_after_status``: 50 ms doubling to 5 s) and report it
+        once until a pull gets in.
+
+        Since nats-server 2.12 the server answers this only to a pull without idle heartbeats; one with them is
+        dropped without a word, and the consume learns it from the missed-heartbeat alarm. So after a 409 or a
+        missed heartbeat the engine probes: its pulls go without heartbeats, expiring within the heartbeat's
+        time (the 408 then plays the heartbeat's part), until a status other than a refusal or a message shows
+        a pull got in. Each refusal is then answered at once, and the back-off paces the retries.
+        """
+        self._probing = True
+        if not self._full_reported:
+            self._full_reported = True
+            self.warnings += 1
+            if exc is not None:
+                self._report(exc)
 
     def _on_unpinned(self, exc: errors.JetStreamError | None) -> None:
         """IO thread, 423: the pin moved. Every outstanding pull carried the old id and is refused, so forget
@@ -626,15 +522,18 @@ class ContinuousPull(_PullEngine):
         return not (self.stopped or self.draining) and self.connected and self.outstanding() > 0
 
     def _on_missed_heartbeat(self) -> None:
-        """IO thread, confirmed by the monitor: report, forget the lost pulls and pull again."""
+        """IO thread, confirmed by the monitor: report, forget the lost pulls and pull again, probing (see
+        _on_full): a consumer holding ``max_waiting`` pulls drops one that asks for heartbeats in silence."""
         self.heartbeats_missed += 1
         note_heartbeat_missed(self.label)
         self._report(
             errors.MissedHeartbeatError(
                 f"consume {self.label}: nothing from the server for {2 * self.options.idle_heartbeat:g}s "
-                "(twice the idle heartbeat); pulling again"
+                "(twice the idle heartbeat); pulling again, without heartbeats until a pull gets in (a consumer "
+                "holding max_waiting pulls drops one with heartbeats unanswered)"
             )
         )
+        self._probing = True
         self._reset_pending()
         self._pull()
 

@@ -42,7 +42,8 @@ from ... import errors
 from ..._protocol import ACK_PREFIX, NAK, encode_pub, pull_request, status_of
 from ..._runtime import NatsSubscription, Runtime
 from ...message import Msg
-from ._pull import MIN_REPULL
+from ._fetch import MIN_REPULL
+from ._limits import read_limit_error, request_limit
 from ._status import StatusKind, classify
 from ._target import PullTarget, pull_unanswered, pulled_message, read_timed_out
 from .options import FetchOptions
@@ -202,6 +203,10 @@ class SinglePull:
             log.debug("next %s: status %d %s", self.label, status, description)
             if kind is StatusKind.NO_RESPONDERS:
                 exc = pull_unanswered(self.label)
+            elif kind is StatusKind.LIMIT:  # its timeout is above the consumer's max_expires: name both
+                limit = request_limit(description)
+                assert limit is not None  # classify() said LIMIT
+                exc = read_limit_error(status, description, limit, self.label, call.options, "next")
             elif kind is StatusKind.QUIET or kind is StatusKind.RESET:
                 exc = None
             self._settle(call, None, exc)

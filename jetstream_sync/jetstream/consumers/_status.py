@@ -5,6 +5,7 @@ from __future__ import annotations
 from enum import Enum
 
 from ... import errors
+from ._limits import request_limit
 
 __all__ = ["StatusKind", "classify", "oversized"]
 
@@ -13,7 +14,11 @@ class StatusKind(Enum):
     HEARTBEAT = "heartbeat"
     QUIET = "quiet"  # 404, 408, 409 Batch Completed: the pull simply ended
     OVERSIZED = "oversized"  # 409 Message Size Exceeds MaxBytes: the next message is over the pull's byte budget
-    WARNING = "warning"  # 409 Exceeded ...: reported, not terminal
+    WARNING = "warning"  # another 409: reported, not terminal
+    # Refusals: the server answered the pull at once and registered nothing, so nothing of it is pending
+    # (these 409s carry no Nats-Pending-* headers). See _limits.py.
+    LIMIT = "limit"  # 409 Exceeded MaxRequestBatch / MaxRequestExpires / MaxRequestMaxBytes: the consumer's limit
+    FULL = "full"  # 409 Exceeded MaxWaiting: the consumer holds max_waiting pulls already (transient)
     RESET = "reset"  # 409 Leadership Change: the pull's state is gone, start over
     TERMINAL = "terminal"  # 400, 409 Consumer Deleted / Consumer is push based
     NO_RESPONDERS = "no_responders"  # 503: the consumer (or JetStream) is not there right now
@@ -48,6 +53,12 @@ def classify(status: int, description: str) -> tuple[StatusKind, errors.JetStrea
             return StatusKind.QUIET, None
         if "leadership change" in lowered or "server shutdown" in lowered:
             return StatusKind.RESET, None
+        if request_limit(description) is not None:
+            return StatusKind.LIMIT, errors.PullWarning(status, description)  # each engine names both values
+        if lowered.startswith("exceeded maxwaiting"):
+            return StatusKind.FULL, errors.PullWarning(
+                status, description, "the consumer holds max_waiting pulls already; a pull is refused until one ends"
+            )
         return StatusKind.WARNING, errors.PullWarning(status, description)
     return StatusKind.WARNING, errors.PullWarning(status, description or "unexpected status")
 

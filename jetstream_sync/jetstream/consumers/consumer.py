@@ -17,11 +17,12 @@ import attrs
 from ..._validate import options_from, to_seconds
 from ...message import Msg
 from ...models import AckPolicy, ConsumerInfo, PriorityPolicy
+from ._fetch import FetchPull
 from ._progress import progress_keeper
-from ._pull import ContinuousPull, FetchPull, PinTracker, PullTarget
+from ._pull import ContinuousPull
 from ._reads import FetchCalls, ServerConsumerHandle, check_callable, reporter, start_consume
 from ._single import SinglePull
-from ._target import read_timed_out
+from ._target import PinTracker, PullTarget, read_timed_out
 from .delivery import ConsumeContext, ErrorHandler, MessageBatch, MessagesIterator
 from .options import (
     DEFAULT_EXPIRES,

@@ -12,14 +12,17 @@ def test_status_table():
     assert classify(408, "Request Timeout")[0] is StatusKind.QUIET
     assert classify(409, "Message Size Exceeds MaxBytes") == (StatusKind.OVERSIZED, None)  # the pull decides
     assert classify(409, "Batch Completed")[0] is StatusKind.QUIET
-    for warning in [
+    for limit in [
         "Exceeded MaxRequestBatch of 2",
         "Exceeded MaxRequestExpires of 2s",
         "Exceeded MaxRequestMaxBytes of 50",
-        "Exceeded MaxWaiting",
     ]:
-        kind, exc = classify(409, warning)
-        assert kind is StatusKind.WARNING and isinstance(exc, errors.PullWarning)
+        kind, exc = classify(409, limit)  # refused outright: the engine names the consumer's limit and its value
+        assert kind is StatusKind.LIMIT and isinstance(exc, errors.PullWarning)
+    kind, exc = classify(409, "Exceeded MaxWaiting")  # refused outright, and transient
+    assert kind is StatusKind.FULL and isinstance(exc, errors.PullWarning)
+    kind, exc = classify(409, "Something New")
+    assert kind is StatusKind.WARNING and isinstance(exc, errors.PullWarning)
     assert isinstance(classify(400, "Bad Request")[1], errors.BadRequestError)
     assert isinstance(classify(409, "Consumer Deleted")[1], errors.ConsumerDeletedError)
     assert isinstance(classify(409, "Consumer is push based")[1], errors.PushConsumerError)

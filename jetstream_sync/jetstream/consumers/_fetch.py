@@ -1,0 +1,214 @@
+"""The one-off pull engines: :class:`FetchPull` (``fetch``, and ``next`` when it cannot use ``_single.py``) and
+:class:`AckNextPull` (``msg.ack_next``). One pull request, a :class:`BatchSource`; built on the common
+:class:`~._pull._PullEngine` (its own inbox subscription, messages built on the IO thread). IO-thread state is
+written only there (docs/ARCHITECTURE.md, "Rules: one writer per piece of state").
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from ... import errors
+from ..._protocol import ACK_PREFIX, NAK, encode_pub, pull_request, status_of
+from ..._runtime import Runtime
+from ...message import Msg
+from ._heartbeat import HeartbeatMonitor
+from ._limits import read_limit_error, request_limit
+from ._pull import _PullEngine
+from ._status import StatusKind, classify, oversized
+from ._target import PullTarget, pull_unanswered
+from .options import FetchOptions
+
+__all__ = ["MIN_REPULL", "AckNextPull", "FetchPull"]
+
+log = logging.getLogger("jetstream_sync")
+
+#: a one-off pull (fetch, next) lost in a disconnect is asked again once reconnected only when at least this
+#: much of its time is left
+MIN_REPULL = 0.05
+
+
+class FetchPull(_PullEngine):
+    """One pull request: ends when the batch or byte limit is met, a status ends it, or the server goes quiet.
+
+    A disconnect does not end it: the pull is asked again once reconnected, for what is left (on_reconnected).
+    """
+
+    def __init__(self, runtime: Runtime, target: PullTarget, options: FetchOptions) -> None:
+        super().__init__(runtime, target)
+        self.options = options
+        self.batch = options.batch
+        self.max_bytes = options.max_bytes or 0
+        self.received = 0
+        self.received_bytes = 0
+        self.done = False
+        # IO thread only
+        self.connected = True
+        self._lost = False  # disconnected since the pull went out: asked again once reconnected
+        self._expires_at = 0.0  # when the pull expires at the server, by this client's clock (set by start())
+        self.heartbeat = HeartbeatMonitor(runtime, options.heartbeat, self._owes_us, self._on_missed_heartbeat)
+
+    def start(self) -> None:
+        """Fire and forget: the caller does not wait for the IO thread; a failure to start ends the batch.
+
+        A pull needs its own subscription: JetStream delivers with the stored subject in the MSG line, so
+        only the subscription id can route a message to its fetch.
+        """
+        self._expires_at = time.monotonic() + self.options.expires  # before the IO thread sees the pull
+        self.runtime.track(self)
+        self.runtime.post(self._begin)
+
+    def _begin(self) -> None:
+        self.runtime.spawn(self._start())
+
+    async def _start(self) -> None:
+        try:
+            await self._subscribe()
+        except Exception as exc:
+            self._finish(errors.ConnectionClosedError() if self.runtime.is_closed else exc)
+            return
+        self.runtime.add_listener(self)
+        self.connected = self.runtime.is_connected  # not: the pull is queued and goes out with the reconnect
+        opts = self.options
+        self._send_pull(self._request_body(opts.pull_expires, opts.heartbeat))
+        self.heartbeat.touch()
+        self.heartbeat.start()
+        log.debug(
+            "fetch %s: pull batch=%d max_bytes=%d expires=%gs", self.label, self.batch, self.max_bytes, opts.expires
+        )
+
+    def _request_body(self, expires: float, heartbeat: float) -> bytes:
+        """IO thread: a pull for what is left of the batch and its bytes."""
+        opts = self.options
+        return pull_request(
+            self.batch - self.received,
+            expires,
+            self.max_bytes - self.received_bytes if self.max_bytes else 0,
+            heartbeat,
+            opts.no_wait,
+            self._priority_fields(opts.pull_priority),
+        )
+
+    def _owes_us(self) -> bool:
+        """Read by the heartbeat monitor (watchdog and IO thread): the server owes this pull something, which it
+        cannot while disconnected."""
+        return not self.done and self.connected
+
+    def _on_message(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
+        if self.done:
+            if reply.startswith(ACK_PREFIX) and not self.target.ack_none:
+                # a second pull's (the one from before a reconnect may live on) or past the deadline: give it
+                # back now rather than after the consumer's ack wait
+                self.runtime.send_now(encode_pub(reply, b"", None, NAK))
+            return
+        self.heartbeat.touch()
+        if reply.startswith(ACK_PREFIX):
+            msg = self._make_msg(subject, reply, data, headers)
+            if headers is not None and self.target.pin is not None:
+                self.target.pin.note(headers)
+            self.received += 1
+            self.received_bytes += msg.size
+            self.buffer.put(msg)
+            if self.received >= self.batch or (self.max_bytes and self.received_bytes >= self.max_bytes):
+                self._finish(None)
+            return
+        status, description = status_of(headers)
+        if status is None:
+            return
+        self.statuses[status] += 1
+        kind, exc = classify(status, description)
+        log.debug("fetch %s: status %d %s", self.label, status, description)
+        if kind is StatusKind.HEARTBEAT:
+            return
+        if kind is StatusKind.QUIET or kind is StatusKind.RESET:
+            self._finish(None)
+        elif kind is StatusKind.OVERSIZED:
+            # after some messages the normal end of a pull sized by bytes; before any, the next message can never fit
+            self._finish(None if self.received else oversized(status, description, self.label, self.max_bytes))
+        elif kind is StatusKind.UNPINNED:
+            if self.target.pin is not None:
+                self.target.pin.id = ""
+            self._finish(exc)
+        elif kind is StatusKind.NO_RESPONDERS:
+            self._finish(pull_unanswered(self.label))
+        elif kind is StatusKind.LIMIT:
+            # the consumer refuses every pull of this size: say which limit and which value of the call
+            limit = request_limit(description)
+            assert limit is not None  # classify() said LIMIT
+            self._finish(read_limit_error(status, description, limit, self.label, self.options, "fetch"))
+        else:
+            self._finish(exc)
+
+    def _on_missed_heartbeat(self) -> None:
+        """IO thread, confirmed by the monitor: the server owes messages and sent nothing for 2x the heartbeat."""
+        self._finish(
+            errors.MissedHeartbeatError(
+                f"fetch: nothing from the server for {2 * self.heartbeat.interval:g}s (twice the idle heartbeat)"
+            )
+        )
+
+    def _finish(self, exc: BaseException | None) -> None:
+        """IO thread: readers take what is buffered, then the batch ends (with ``exc`` when given)."""
+        if self.done:
+            return
+        self.done = True
+        self.heartbeat.stop()
+        self.buffer.finish(exc)
+        self.runtime.remove_listener(self)
+        self._unsubscribe()
+        self.runtime.untrack(self)
+
+    # -- connection events (IO thread) ------------------------------------------------------------------
+    def on_disconnected(self) -> None:
+        """The request is most likely gone with the connection. The fetch goes on (its heartbeat clock paused)
+        and asks again once reconnected. Ending it here gave a short or empty batch at once, which a fetch
+        loop reads as "nothing there": a loop that stops on an empty batch stopped at any blip."""
+        self.connected = False
+        if not self.done:
+            self._lost = True
+
+    def on_reconnected(self) -> None:
+        """Ask again, on the same inbox, for what is left of the batch, its bytes and its time. The pull from
+        before the disconnect may still be alive at the server (after a quick reconnect its reply subject has
+        interest again), so more than the batch can come: what arrives after the fetch ended is nak'd."""
+        self.connected = True
+        self.heartbeat.touch()
+        if self.done or not self._lost:
+            return
+        self._lost = False
+        opts = self.options
+        left = self._expires_at - time.monotonic()
+        if not opts.no_wait and left < MIN_REPULL:
+            self._finish(None)  # its time is up: the batch ends as an expired pull does
+            return
+        log.debug("fetch %s: reconnected, pulling again for what is left (%.2fs)", self.label, left)
+        heartbeat = opts.heartbeat if opts.heartbeat * 2 <= left else 0.0  # the server refuses more
+        self._send_pull(self._request_body(0.0 if opts.no_wait else left, heartbeat))
+
+    # -- BatchSource ------------------------------------------------------------------------------------
+    def take(self, timeout: float) -> Msg:
+        return self.buffer.get(timeout)
+
+    def cancel(self) -> None:
+        """Any thread: end the fetch (deadline passed or the caller gave up)."""
+        if not self.done:
+            self.runtime.post_if_open(lambda: self._finish(None))
+
+    def on_client_closed(self, exc: BaseException) -> None:
+        self.done = True
+        self.heartbeat.stop()
+        self.buffer.abort(exc)
+
+
+class AckNextPull(FetchPull):
+    """The deep dive's AckNext: ``+NXT`` on a message's ack subject acks it and asks the server for the next
+    message(s) of the same consumer, delivered to this pull's inbox (JSON pull-request body after ``+NXT ``)."""
+
+    #: send ``+NXT <batch>`` (no expiry, the server holds the request) instead of the JSON form
+    plain = False
+
+    def _request_body(self, expires: float, heartbeat: float) -> bytes:
+        if self.plain:
+            return b"+NXT %d" % (self.batch - self.received)
+        return b"+NXT " + super()._request_body(expires, heartbeat)
