@@ -13,8 +13,9 @@ from ._callbacks import CALLBACKS_THREAD_NAME
 from ._fork import ForkGuard
 from ._future import LightFuture
 from ._mux import RawReply, ReplyHandler
-from ._nats import Handler, NatsSubscription, redact_url
+from ._nats import Handler, NatsSubscription
 from ._port import Closeable, ConnectionListener, Runtime
+from ._translate import redact_url
 from ._wait import wait_while
 
 __all__ = [

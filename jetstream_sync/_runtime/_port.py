@@ -30,8 +30,9 @@ from ._callbacks import CLOSE_WAIT, CallbackRunner
 from ._fork import ForkGuard
 from ._io import IOLoop
 from ._mux import RawReply, ReplyHandler, ReplyWaiter, RequestMux
-from ._nats import Handler, NatsConnection, NatsSubscription, Nuid, connect_failure, translate_error
+from ._nats import Handler, NatsConnection, NatsSubscription, Nuid
 from ._outbound import Outbound
+from ._translate import connect_failure, translate_error
 from ._watchdog import Timer, Watchdog, check_library_code
 
 if TYPE_CHECKING:

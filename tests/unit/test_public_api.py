@@ -60,4 +60,5 @@ def test_importing_the_package_imports_nats_py_only_through_the_adapter():
         and "nats" in vars(mod)
         and getattr(vars(mod)["nats"], "__name__", "") == "nats"
     ]
-    assert sorted(users) == ["jetstream_sync._runtime._nats", "jetstream_sync._runtime._parser"]
+    adapter = ["jetstream_sync._runtime._nats", "jetstream_sync._runtime._parser", "jetstream_sync._runtime._translate"]
+    assert sorted(users) == adapter
