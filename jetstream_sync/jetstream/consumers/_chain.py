@@ -170,6 +170,20 @@ class ConsumerChain:
             StreamInfo.from_json(self.api.request(f"STREAM.INFO.{self.stream}", None, timeout)), cursor
         )
 
+    def replacement(self, label: str, why: str, cursor: int) -> errors.StreamReplacedError:
+        """Any thread: what a read labelled ``label`` does on finding its stream replaced (``why``) after
+        ``cursor``. With ``on_stream_replaced="error"`` it raises StreamReplacedError (the read ends with it);
+        with "restart" it logs and returns the event to report, and the caller starts over."""
+        config = self.config
+        if config.on_stream_replaced == "error":
+            raise errors.StreamReplacedError(f"{label}: the stream {self.stream!r} was replaced: {why}")
+        event = errors.StreamReplacedError(
+            f"{label}: the stream {self.stream!r} was replaced ({why}); reading the new stream from its beginning "
+            f"(deliver_policy {config.deliver_policy.value}) instead of after sequence {cursor}"
+        )
+        log.warning("%s", event)
+        return event
+
     def _compare(self, info: StreamInfo, cursor: int) -> str | None:
         """Any thread, one read at a time: the stream ``info`` against the one read so far. ``stream_created`` is
         written here and by :meth:`learn_stream_io` (IO thread), which only fills it while it is unset: both
@@ -280,15 +294,7 @@ async def relink(
 
 
 def _stream_replaced(engine: Relinking, why: str) -> None:
-    """IO thread: the stream was replaced under the engine. "error": raise StreamReplacedError (the reset ends
-    the read with it); "restart": report it as an event and read the new stream from its beginning."""
-    config = engine.chain.config
-    if config.on_stream_replaced == "error":
-        raise errors.StreamReplacedError(f"{engine.label}: the stream {engine.chain.stream!r} was replaced: {why}")
-    event = errors.StreamReplacedError(
-        f"{engine.label}: the stream {engine.chain.stream!r} was replaced ({why}); reading the new stream from its "
-        f"beginning (deliver_policy {config.deliver_policy.value}) instead of after sequence {engine.stream_seq}"
-    )
-    log.warning("%s", event)
-    engine.report(event)
+    """IO thread: the stream was replaced under the engine (see :meth:`ConsumerChain.replacement`); on "restart"
+    the event goes to the engine's error handler and the next link reads the new stream from its beginning."""
+    engine.report(engine.chain.replacement(engine.label, why, engine.stream_seq))
     engine.start_over()

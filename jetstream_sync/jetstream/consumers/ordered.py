@@ -318,13 +318,9 @@ class OrderedConsumer(FetchCalls):
         or, with ``on_stream_replaced="error"``, ends the read with StreamReplacedError (see _chain.py)."""
         cursor = self._cursor
         why = self._chain.replaced(cursor.stream_seq, timeout)
-        if why is None:
-            return
-        message = f"ordered consumer on {self.stream_name!r}: the stream was replaced ({why})"
-        if self._chain.config.on_stream_replaced == "error":
-            raise errors.StreamReplacedError(message)
-        log.warning("%s; reading the new stream from its beginning, not after sequence %d", message, cursor.stream_seq)
-        cursor.stream_seq = 0
+        if why is not None:
+            self._chain.replacement(f"ordered consumer on {self.stream_name!r}", why, cursor.stream_seq)
+            cursor.stream_seq = 0
 
     def _pause(self, seconds: float) -> None:
         """Back off between attempts, waking within 0.25 s when the client closes."""
