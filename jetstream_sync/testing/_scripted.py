@@ -494,7 +494,7 @@ class ScriptedServer:
         """One connection per call: the selector reports the listener again while more are waiting."""
         try:
             sock, _ = self._listener.accept()
-        except (BlockingIOError, InterruptedError):
+        except (BlockingIOError, InterruptedError):  # the client went before we took it: nothing to accept
             return
         except OSError as exc:  # e.g. out of file descriptors: wait a tick rather than spin
             logger.warning("scripted server %s: accept failed: %s", self.url, exc)
@@ -539,7 +539,7 @@ class ScriptedServer:
         try:
             with self._lock:
                 del conn.out[: conn.sock.send(conn.out)]
-        except (BlockingIOError, InterruptedError):
+        except (BlockingIOError, InterruptedError):  # the socket is full: the selector calls again when writable
             return
         except OSError as exc:
             logger.debug("scripted server %s: connection %d: %s", self.url, conn.ident, exc)
@@ -549,7 +549,7 @@ class ScriptedServer:
         """Read and act on what a client sent; at its end, or an endless frame, close the connection."""
         try:
             data = conn.sock.recv(_CHUNK)
-        except (BlockingIOError, InterruptedError):
+        except (BlockingIOError, InterruptedError):  # nothing to read after all: the selector calls again
             return
         except OSError as exc:
             logger.debug("scripted server %s: connection %d: %s", self.url, conn.ident, exc)

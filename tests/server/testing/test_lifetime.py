@@ -146,7 +146,7 @@ def test_a_signal_stops_the_servers_removes_their_directories_and_ends_the_proce
         temporary = EmbeddedServer().start()
         given = EmbeddedServer(store_dir=sys.argv[1]).start()
         ready(temporary, given)
-        time.sleep(60)
+        time.sleep(60)  # the script waits to be signalled; the test ends it long before
         """,
         str(store),
     )
@@ -180,7 +180,7 @@ def test_a_handler_the_program_installed_decides_and_its_server_keeps_serving(
             ready(server)
             deadline = time.monotonic() + 60
             while not signalled and time.monotonic() < deadline:
-                time.sleep(0.01)
+                time.sleep(0.01)  # poll the handler's flag, bounded by the deadline above
             assert signalled
             assert server.is_running and serves(server), "the server went from under the program's shutdown"
             print("served after the signal", flush=True)
@@ -210,7 +210,7 @@ def test_a_later_handler_that_calls_the_one_it_replaced_runs_then_the_servers_st
 
         previous = signal.signal(signal.SIGTERM, chained)
         ready(server)
-        time.sleep(60)
+        time.sleep(60)  # the script waits to be signalled; the test ends it long before
         """,
     )
     script.signal(signal.SIGTERM)
@@ -248,7 +248,7 @@ def test_a_forked_child_ending_on_sigterm_leaves_its_parents_servers_alone(scrip
             ready(server)
             child = os.fork()
             if child == 0:  # inherits the handler and the registry, owns no server
-                time.sleep(60)
+                time.sleep(60)  # the child waits to be signalled; the test ends it long before
                 os._exit(0)
             os.kill(child, signal.SIGTERM)
             _pid, status = os.waitpid(child, 0)
@@ -293,7 +293,7 @@ def test_a_server_stops_when_its_process_dies_without_running_code(
         with jetstream_sync.connect(server.url) as nc:  # a round trip after the starting thread ended
             nc.jetstream().account_info()
         ready(server)
-        time.sleep(60)
+        time.sleep(60)  # the script waits to be signalled; the test ends it long before
         """,
         started_on,
     )
