@@ -6,6 +6,7 @@ Fixtures live in conftest.py; everything a test imports by name lives here.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import threading
 import time
@@ -146,3 +147,15 @@ def core_round_trip(nc: jetstream_sync.Client, subject: str = "round.trip.echo",
         return sub.next_msg(timeout=timeout).data == b"ping"
     finally:
         sub.unsubscribe()
+
+
+def run_pytest(directory: Path) -> subprocess.CompletedProcess[str]:
+    """Run pytest on the test files in ``directory`` in a process of its own (a test of the pytest plugin itself),
+    bounded to two minutes; its output is in ``stdout``."""
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(directory)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=directory,
+    )

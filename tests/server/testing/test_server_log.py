@@ -7,8 +7,6 @@ The 500 is real: a file where the stream's store directory must go makes nats-se
 from __future__ import annotations
 
 import inspect
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -17,6 +15,7 @@ import pytest
 import jetstream_sync
 from jetstream_sync import StreamConfig, errors
 from jetstream_sync.testing import EmbeddedServer
+from tests.helpers import run_pytest
 
 
 def block(server: EmbeddedServer, name: str) -> None:
@@ -100,13 +99,7 @@ def test_a_test_failing_on_a_server_error_reports_what_the_server_logged(tmp_pat
         """
     source = "from __future__ import annotations\n\n" + inspect.getsource(block) + textwrap.dedent(tests)
     (tmp_path / "test_it.py").write_text(source)
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-    )
+    done = run_pytest(tmp_path)
     out = done.stdout
     assert "3 failed, 1 passed, 1 error" in out, out + done.stderr
     found = sections(out)

@@ -22,6 +22,7 @@ import pytest
 from jetstream_sync import testing
 from jetstream_sync.errors import InvalidArgumentError, JetStreamError
 from jetstream_sync.testing import EmbeddedServer, ServerNotInstalledError, ServerStartError, find_server_binary
+from tests.helpers import run_pytest
 
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -351,13 +352,7 @@ def test_pytest_plugin_fixtures(tmp_path: Path) -> None:
             """
         )
     )
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-    )
+    done = run_pytest(tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "2 passed" in done.stdout
 
