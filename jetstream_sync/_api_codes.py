@@ -14,10 +14,12 @@ from .errors import (
     ConsumerConfigError,
     ConsumerExistsError,
     ConsumerNotFoundError,
+    ExpectedLastSequenceUnavailableError,
     JetStreamNotEnabledError,
     MessageNotFoundError,
     MessageScheduleError,
     MessageTooLargeError,
+    MinLastSequenceError,
     StreamConfigError,
     StreamIdentityMismatchError,
     StreamNameInUseError,
@@ -42,7 +44,10 @@ API_ERRORS: dict[int, type[APIError]] = {
     10105: ConsumerExistsError,  # consumer name already in use
     10013: ConsumerExistsError,  # consumer name already in use (older servers)
     10037: MessageNotFoundError,
-    10071: WrongLastSequenceError,
+    10071: WrongLastSequenceError,  # wrong last sequence: {seq}
+    10164: WrongLastSequenceError,  # wrong last sequence (a replicated stream, another write to the subject in flight)
+    10163: ExpectedLastSequenceUnavailableError,  # expected last sequence per subject temporarily unavailable
+    10180: MinLastSequenceError,  # min last sequence (a read's min_last_seq not reached by the server answering)
     10070: WrongLastMsgIdError,
     10054: MessageTooLargeError,  # message size exceeds maximum allowed
     10052: StreamConfigError,  # invalid stream configuration (an update cannot change storage, ...)

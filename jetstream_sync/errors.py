@@ -34,6 +34,7 @@ __all__ = [
     "DeliverGroupMismatchError",
     "DigestMismatchError",
     "DuplicateSubscriptionError",
+    "ExpectedLastSequenceUnavailableError",
     "FeatureNotSupportedError",
     "ForkedClientError",
     "InvalidAckSubjectError",
@@ -60,6 +61,7 @@ __all__ = [
     "MessageNotFoundError",
     "MessageScheduleError",
     "MessageTooLargeError",
+    "MinLastSequenceError",
     "MissedHeartbeatError",
     "NoLinkToDeletedError",
     "NoLinkToLinkError",
@@ -94,6 +96,7 @@ __all__ = [
     "StreamReconfigureInProgressError",
     "StreamReplacedError",
     "StreamStoreFailedError",
+    "StreamUnavailableError",
     "SubjectMismatchError",
     "SubscribeError",
     "SubscriptionClosedError",
@@ -258,6 +261,25 @@ class ClusterMemberChangeError(ClusterUnavailableError):
     removed from the group that must answer. Transient, and retried as an election is."""
 
 
+class StreamUnavailableError(ClusterUnavailableError):
+    """No server of the stream answered a read that any of its replicas may serve (a direct get with no
+    responders while the stream exists): its servers are restarting or electing a leader. Retried within the
+    call's timeout like :class:`ClusterUnavailableError`; raised when the outage outlasts it."""
+
+
+class MinLastSequenceError(ClusterUnavailableError):
+    """ "min last sequence" (err_code 10180, or a direct get's ``412 Min Last Sequence``, nats-server 2.12+): the
+    server that answered a read has not yet stored the sequence the read asked it to have seen (read-your-writes,
+    ADR-51); it catches up by itself, so the read is retried within its timeout, and this is raised when it
+    outlasts it."""
+
+
+class ExpectedLastSequenceUnavailableError(ClusterUnavailableError):
+    """ "expected last sequence per subject temporarily unavailable" (err_code 10163): a replicated stream could
+    not check a compare-and-set right now (another write to the subject is being replicated). Nothing was stored;
+    the write may be sent again, and a KV compare-and-set is, within its timeout."""
+
+
 class ConsumerConfigError(APIError):
     """The server refused a consumer configuration (for example a flow-control ack policy without what it needs,
     err_codes 10218 to 10222, or an invalid reset, 10204): the text says which rule; fix the config."""
@@ -289,7 +311,9 @@ class MessageNotFoundError(APIError):
 
 
 class WrongLastSequenceError(APIError):
-    """The expected last sequence of a publish did not match the stream."""
+    """The expected last sequence of a publish did not match the stream: err_code 10071 ("wrong last sequence:
+    N", naming the sequence found) or 10164 ("wrong last sequence", what a replicated stream answers while
+    another write to the same subject is in flight). Nothing was stored."""
 
 
 class MessageTooLargeError(APIError):
