@@ -29,12 +29,16 @@ __all__ = [
     "ConsumerIsQueueBoundError",
     "ConsumerNotFoundError",
     "ConsumerNotQueueError",
+    "ConsumerOfflineError",  # noqa: F405 - from _api_errors (the import at the end)
     "ConsumerPinnedEvent",
     "ConsumerSequenceGapError",
+    "CounterError",  # noqa: F405 - from _api_errors (the import at the end)
     "DeliverGroupMismatchError",
     "DigestMismatchError",
+    "DuplicateMessageInProgressError",  # noqa: F405 - from _api_errors (the import at the end)
     "DuplicateSubscriptionError",
     "ExpectedLastSequenceUnavailableError",
+    "ExpectedStreamMismatchError",  # noqa: F405 - from _api_errors (the import at the end)
     "FeatureNotSupportedError",
     "ForkedClientError",
     "InvalidAckSubjectError",
@@ -60,6 +64,7 @@ __all__ = [
     "MessageExceedsMaxBytesError",
     "MessageNotFoundError",
     "MessageScheduleError",
+    "MessageTTLError",  # noqa: F405 - from _api_errors (the import at the end)
     "MessageTooLargeError",
     "MinLastSequenceError",
     "MissedHeartbeatError",
@@ -88,19 +93,24 @@ __all__ = [
     "PushStatusError",
     "QueueFlowControlError",
     "QueueHeartbeatError",
+    "RequiredApiLevelError",  # noqa: F405 - from _api_errors (the import at the end)
+    "ResourceLimitError",  # noqa: F405 - from _api_errors (the import at the end)
     "SlowConsumerError",
     "StreamConfigError",
     "StreamIdentityMismatchError",
     "StreamNameInUseError",
     "StreamNotFoundError",
+    "StreamOfflineError",  # noqa: F405 - from _api_errors (the import at the end)
     "StreamReconfigureInProgressError",
     "StreamReplacedError",
+    "StreamSealedError",  # noqa: F405 - from _api_errors (the import at the end)
     "StreamStoreFailedError",
     "StreamUnavailableError",
     "SubjectMismatchError",
     "SubscribeError",
     "SubscriptionClosedError",
     "TimeoutError",
+    "TooManyRequestsError",  # noqa: F405 - from _api_errors (the import at the end)
     "ValueTooLargeError",
     "WrongLastMsgIdError",
     "WrongLastSequenceError",
@@ -251,9 +261,9 @@ class ClusterUnavailableError(APIError):
 
 
 class StreamReconfigureInProgressError(ClusterUnavailableError):
-    """ "stream reconfiguration already in progress" (err_code 10226, nats-server 2.15): an earlier update of the
-    stream is still being applied. It passes by waiting, as an election does, so an idempotent request is
-    retried within its timeout like :class:`ClusterUnavailableError`; this is raised when it outlasts it."""
+    """ "stream reconfiguration already in progress" (err_code 10226, nats-server 2.15) or "stream move already in
+    progress" (10124): an earlier update or move of the stream is still being applied. It passes by waiting, so an
+    idempotent request is retried within its timeout like :class:`ClusterUnavailableError`, then this is raised."""
 
 
 class ClusterMemberChangeError(ClusterUnavailableError):
@@ -281,8 +291,8 @@ class ExpectedLastSequenceUnavailableError(ClusterUnavailableError):
 
 
 class ConsumerConfigError(APIError):
-    """The server refused a consumer configuration (for example a flow-control ack policy without what it needs,
-    err_codes 10218 to 10222, or an invalid reset, 10204): the text says which rule; fix the config."""
+    """The server refused a consumer configuration (a rule it breaks, err_codes 10016 to 10222: e.g. 10220 a flow
+    control ack policy without max_ack_pending) or a request it contradicts (10204 a reset, 10160 an unpin)."""
 
 
 class StreamIdentityMismatchError(APIError):
@@ -299,7 +309,7 @@ class StreamNameInUseError(APIError):
 
 
 class ConsumerNotFoundError(APIError):
-    """The consumer does not exist."""
+    """The consumer does not exist (err_code 10014; 10149 to an update)."""
 
 
 class ConsumerExistsError(APIError):
@@ -322,9 +332,9 @@ class MessageTooLargeError(APIError):
 
 
 class StreamConfigError(APIError):
-    """The server refused a stream configuration (err_code 10052): most often an update asking for what a stream
-    cannot change once made (its storage type, or a bucket's), otherwise a combination the server rejects. The
-    description says which; to change storage, create a new stream (or bucket) and copy the data over."""
+    """The server refused a stream configuration: 10052 most often an update of what a stream cannot change once made
+    (its storage type, or a bucket's; create a new one and copy the data over), the other codes a rule it breaks
+    (mirrors, sources, subject transforms and overlaps, replicas, the account's max_bytes): the description says."""
 
 
 class StreamStoreFailedError(APIError):
@@ -677,3 +687,6 @@ def api_error(code: int, err_code: int, description: str) -> APIError:
 
     cls = API_ERRORS.get(err_code, APIError)
     return cls(code, err_code, description)
+
+
+from ._api_errors import *  # noqa: E402, F403 - the classes of newer err_codes, kept there for this module's size
