@@ -21,6 +21,10 @@ code that uses it:
   partitioned) and ClusterError; imported on first use, like the proxy.
 - ``_scripted.py``: ScriptedServer, a fake NATS server on loopback that a test scripts (malformed replies, raw
   frames, cut connections), for what a real server never does; imported on first use, like the proxy.
+- ``_history.py`` (History, the recorder of a Jepsen-style history), ``_checker.py`` (check_history, the
+  linearizability checker) with ``_linearizable.py`` (its search) and ``_anomalies.py`` (its explanations), and
+  ``_kv_workload.py`` (KVWorkload: threads reading and writing an R3 bucket while ``_nemesis.py`` breaks the
+  cluster); imported on first use, like the proxy.
 """
 
 from __future__ import annotations
@@ -31,8 +35,17 @@ from typing import TYPE_CHECKING
 from ._server import EmbeddedServer, ServerNotInstalledError, ServerStartError, find_server_binary
 
 if TYPE_CHECKING:
+    from ._anomalies import ANOMALY_KINDS as ANOMALY_KINDS
+    from ._anomalies import Anomaly as Anomaly
+    from ._checker import CheckResult as CheckResult
+    from ._checker import KeyResult as KeyResult
+    from ._checker import check_history as check_history
     from ._cluster import ClusterError as ClusterError
     from ._cluster import EmbeddedCluster as EmbeddedCluster
+    from ._history import History as History
+    from ._history import HistoryEvent as HistoryEvent
+    from ._history import Operation as Operation
+    from ._history import PendingOperation as PendingOperation
     from ._proxy import Direction as Direction
     from ._proxy import FaultProxy as FaultProxy
     from ._proxy import FaultProxyError as FaultProxyError
@@ -47,6 +60,9 @@ if TYPE_CHECKING:
     from ._scripted import ScriptedServerError as ScriptedServerError
 
 __all__ = [
+    "ANOMALY_KINDS",
+    "Anomaly",
+    "CheckResult",
     "ClusterError",
     "EmbeddedCluster",
     "EmbeddedServer",
@@ -55,6 +71,11 @@ __all__ = [
     "Frame",
     "FramePredicate",
     "FrameRule",
+    "History",
+    "HistoryEvent",
+    "KeyResult",
+    "Operation",
+    "PendingOperation",
     "ReplyScript",
     "ScriptedAnswer",
     "ScriptedReply",
@@ -63,6 +84,7 @@ __all__ = [
     "ScriptedServerError",
     "ServerNotInstalledError",
     "ServerStartError",
+    "check_history",
     "find_server_binary",
 ]
 
@@ -71,6 +93,9 @@ pytest_plugins = ["jetstream_sync.testing.plugin"]
 
 _LAZY = dict.fromkeys(("Direction", "FaultProxy", "FaultProxyError", "Frame", "FramePredicate", "FrameRule"), "._proxy")
 _LAZY.update(dict.fromkeys(("ClusterError", "EmbeddedCluster"), "._cluster"))
+_LAZY.update(dict.fromkeys(("History", "HistoryEvent", "Operation", "PendingOperation"), "._history"))
+_LAZY.update(dict.fromkeys(("CheckResult", "KeyResult", "check_history"), "._checker"))
+_LAZY.update(dict.fromkeys(("ANOMALY_KINDS", "Anomaly"), "._anomalies"))
 _LAZY.update(
     dict.fromkeys(
         ("ReplyScript", "ScriptedAnswer", "ScriptedReply", "ScriptedRequest", "ScriptedServer", "ScriptedServerError"),
