@@ -23,6 +23,7 @@ __all__ = [
     "MessageTTLError",
     "RequiredApiLevelError",
     "ResourceLimitError",
+    "StaleReadError",
     "StreamOfflineError",
     "StreamSealedError",
     "TooManyRequestsError",
@@ -98,6 +99,12 @@ class RequiredApiLevelError(APIError, FeatureNotSupportedError):
 class ExpectedStreamMismatchError(APIError):
     """ "expected stream does not match" (err_code 10060): a publish with ``expected_stream`` reached another
     stream (its subject is captured by that one). Nothing was stored; check which stream holds the subject."""
+
+
+class StaleReadError(ClusterUnavailableError):
+    """The stream leader answered a read with an older revision of a key than this client has already written or
+    read there: a deposed leader, cut off by a network partition, answering before it notices (it steps down once
+    it misses its quorum). Retried within the read's timeout like an election; raised when it outlasts it."""
 
 
 for _name in __all__:  # tracebacks and pickles name the public module

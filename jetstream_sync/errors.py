@@ -96,6 +96,7 @@ __all__ = [
     "RequiredApiLevelError",  # noqa: F405 - from _api_errors (the import at the end)
     "ResourceLimitError",  # noqa: F405 - from _api_errors (the import at the end)
     "SlowConsumerError",
+    "StaleReadError",  # noqa: F405 - from _api_errors (the import at the end)
     "StreamConfigError",
     "StreamIdentityMismatchError",
     "StreamNameInUseError",
@@ -278,10 +279,9 @@ class StreamUnavailableError(ClusterUnavailableError):
 
 
 class MinLastSequenceError(ClusterUnavailableError):
-    """ "min last sequence" (err_code 10180, or a direct get's ``412 Min Last Sequence``, nats-server 2.12+): the
-    server that answered a read has not yet stored the sequence the read asked it to have seen (read-your-writes,
-    ADR-51); it catches up by itself, so the read is retried within its timeout, and this is raised when it
-    outlasts it."""
+    """ "min last sequence" (err_code 10180): the server that answered a read had not stored the sequence the read
+    asked it to have. nats-server reserves the code for its read-after-write design, which it withdrew before
+    2.12 shipped; it is mapped so that a server sending it is understood, and retried like an election."""
 
 
 class ExpectedLastSequenceUnavailableError(ClusterUnavailableError):

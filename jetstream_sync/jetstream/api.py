@@ -91,16 +91,21 @@ class JetStreamAPI:
 
     def request_raw(self, subject: str, body: dict[str, Any] | None, timeout: float | None = None) -> RawReply:
         """A request to any JetStream subject, the reply as it came; "no responders" means JetStream is not there."""
-        runtime = self.runtime
-        runtime.check_usable()
-        seconds = check_timeout(timeout, self.timeout)
-        encode = reply_encoder(*prepare_message(subject, api_payload(body), None, runtime.max_payload))
         try:
-            return runtime.request(encode, seconds, f"JetStream API {subject}")
+            return self.send_request(subject, body, timeout)
         except errors.NoRespondersError:
             raise errors.JetStreamNotEnabledError(
                 503, 0, f"no responders on {subject}: JetStream is not enabled for this account or server"
             ) from None
+
+    def send_request(self, subject: str, body: dict[str, Any] | None, timeout: float | None = None) -> RawReply:
+        """Calling thread: one request, the reply as it came, NoRespondersError as it is (for subjects such as a
+        direct get, where no responder means something other than "JetStream is not enabled")."""
+        runtime = self.runtime
+        runtime.check_usable()
+        seconds = check_timeout(timeout, self.timeout)
+        encode = reply_encoder(*prepare_message(subject, api_payload(body), None, runtime.max_payload))
+        return runtime.request(encode, seconds, f"JetStream API {subject}")
 
     async def request_io(
         self, suffix: str, body: dict[str, Any] | None = None, timeout: float | None = None

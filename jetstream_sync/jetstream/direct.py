@@ -40,6 +40,7 @@ from .._validate import check_int, check_subject, check_timeout
 from ..client import Client
 from ..headers import Headers, parse_header_block
 from ..models import StoredMsg, parse_time
+from .retry import split_timeout, within_deadline
 
 if TYPE_CHECKING:
     from .api import JetStreamAPI
@@ -68,6 +69,8 @@ _SERVER_HEADERS = {
     b"Nats-Last-Sequence": 5,
 }
 _NS = NS_PER_SECOND
+# "stream is offline" (10118): none of the stream's servers is running; it comes back with them.
+_STREAM_OFFLINE = 10118
 #: the most messages one ``multi_last`` request may match (the server answers 413 beyond it)
 MULTI_LAST_LIMIT = 1024
 
@@ -117,20 +120,64 @@ def direct_get_batch(
     return [_stored(m) for m in result.messages]
 
 
-def direct_get_one(api: JetStreamAPI, suffix: str, body: dict[str, Any] | None) -> StoredMsg:
+def direct_get_one(
+    api: JetStreamAPI, suffix: str, body: dict[str, Any] | None, *, timeout: float | None = None
+) -> StoredMsg:
     """One message by direct get (``DIRECT.GET.<stream>`` with a body, or ``DIRECT.GET.<stream>.<subject>``).
 
-    Stream.get_msg and get_last_msg use it; the reply is read by the same parser as a batch's messages.
+    Stream.get_msg and get_last_msg use it; the reply is read by the same parser as a batch's messages. A read
+    no replica answers (no responders while the stream exists: its servers restart or elect a leader) is
+    retried within ``timeout`` (default: the API's), as an election is: StreamUnavailableError when that
+    outlasts it, StreamNotFoundError when the stream is gone.
     """
     subject = api.subject(f"DIRECT.GET.{suffix}")
-    reply = api.request_raw(subject, body)
-    status, description = status_of(reply.headers)
-    if status == 404:
-        raise errors.MessageNotFoundError(404, 10037, f"no message found ({description or 'not found'})")
-    if status is not None:
-        raise errors.APIError(status, 0, description or "direct get failed")
-    stored, _ = _parse(reply.headers, reply.data, subject)
-    return _stored(stored)
+    stream = suffix.split(".", 1)[0]
+    seconds = check_timeout(timeout, api.timeout)
+    deadline = time.monotonic() + seconds
+
+    def attempt() -> StoredMsg:
+        try:
+            reply = api.send_request(subject, body, split_timeout(seconds, deadline))
+        except errors.NoRespondersError:
+            raise _no_replica_answered(api, stream, subject, deadline) from None
+        status, description = status_of(reply.headers)
+        if status == 404:
+            raise errors.MessageNotFoundError(404, 10037, f"no message found ({description or 'not found'})")
+        if status == 412:
+            what = description or "Min Last Sequence"
+            raise errors.MinLastSequenceError(412, 10180, f"direct get on {subject}: {what}")
+        if status is not None:
+            raise errors.APIError(status, 0, description or "direct get failed")
+        stored, _ = _parse(reply.headers, reply.data, subject)
+        return _stored(stored)
+
+    return within_deadline(api.retry, deadline)(attempt)
+
+
+def _no_replica_answered(api: JetStreamAPI, stream: str, subject: str, deadline: float) -> errors.JetStreamError:
+    """Why a direct get had no responders: the stream is gone (StreamNotFoundError), does not allow direct get
+    (NoRespondersError), or exists and none of its servers serves reads at the moment (StreamUnavailableError,
+    which the caller's retry waits out). Asks the stream's info, within what is left of the read's time."""
+    left = max(0.001, deadline - time.monotonic())
+    try:
+        info = api.request(f"STREAM.INFO.{stream}", None, left)
+    except errors.StreamNotFoundError as exc:
+        return exc
+    except (errors.TimeoutError, errors.ClusterUnavailableError) as exc:
+        return _unavailable(stream, subject, f"and its info: {exc}")
+    except errors.APIError as exc:
+        if exc.err_code != _STREAM_OFFLINE:
+            return exc
+        return _unavailable(stream, subject, "and the stream is offline: none of its servers is running")
+    if not info.get("config", {}).get("allow_direct"):
+        return errors.NoRespondersError(f"no responders on {subject}: stream {stream!r} does not allow direct get")
+    return _unavailable(stream, subject, "while it exists: its servers are restarting or electing a leader")
+
+
+def _unavailable(stream: str, subject: str, why: str) -> errors.StreamUnavailableError:
+    return errors.StreamUnavailableError(
+        503, 0, f"no server of stream {stream!r} answered a direct get on {subject} {why}"
+    )
 
 
 def _stored(m: RawStoredMsg) -> StoredMsg:

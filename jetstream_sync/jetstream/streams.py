@@ -60,22 +60,25 @@ class Stream:
         return int(response.get("purged", 0))
 
     # -- single messages --------------------------------------------------------------------------------
-    def get_msg(self, sequence: int, *, direct: bool | None = None) -> StoredMsg:
+    def get_msg(self, sequence: int, *, direct: bool | None = None, timeout: float | None = None) -> StoredMsg:
         """The message stored at ``sequence``; MessageNotFoundError when there is none.
 
-        Uses direct get (served by any replica) when the stream allows it, unless ``direct=False``.
+        Uses direct get (served by any replica, which may not have applied the latest writes yet) when the stream
+        allows it, unless ``direct=False``: then the stream leader answers. ``timeout``: the context's by
+        default; an election, or a stream whose servers are restarting, is waited out within it.
         """
         check_int("sequence", sequence, minimum=1)
         if self._use_direct(direct):
-            return self._direct_get(self.name, {"seq": sequence})
-        return self._api_get({"seq": sequence})
+            return direct_get_one(self.jetstream.api, self.name, {"seq": sequence}, timeout=timeout)
+        return self._api_get({"seq": sequence}, timeout)
 
-    def get_last_msg(self, subject: str, *, direct: bool | None = None) -> StoredMsg:
-        """The last message stored on ``subject``; MessageNotFoundError when there is none."""
+    def get_last_msg(self, subject: str, *, direct: bool | None = None, timeout: float | None = None) -> StoredMsg:
+        """The last message stored on ``subject``; MessageNotFoundError when there is none. ``direct`` and
+        ``timeout`` as for :meth:`get_msg`."""
         check_subject("subject", subject, wildcards=True)
         if self._use_direct(direct):
-            return self._direct_get(f"{self.name}.{subject}", None)
-        return self._api_get({"last_by_subj": subject})
+            return direct_get_one(self.jetstream.api, f"{self.name}.{subject}", None, timeout=timeout)
+        return self._api_get({"last_by_subj": subject}, timeout)
 
     # -- many messages in one round trip (ADR-31 batched direct get, nats-server 2.11+, allow_direct) -----------
     def get_msgs(
@@ -105,11 +108,10 @@ class Stream:
             return direct
         return bool(self.cached_info.config.allow_direct)
 
-    def _api_get(self, body: dict[str, Any]) -> StoredMsg:
-        return StoredMsg.from_api(self.jetstream.api.request(f"STREAM.MSG.GET.{self.name}", body)["message"])
-
-    def _direct_get(self, suffix: str, body: dict[str, Any] | None) -> StoredMsg:
-        return direct_get_one(self.jetstream.api, suffix, body)
+    def _api_get(self, body: dict[str, Any], timeout: float | None) -> StoredMsg:
+        """The stream leader's answer (``STREAM.MSG.GET``, retried through an election)."""
+        response = self.jetstream.api.request(f"STREAM.MSG.GET.{self.name}", body, timeout)
+        return StoredMsg.from_api(response["message"])
 
     def delete_msg(self, sequence: int) -> None:
         """Delete the message at ``sequence`` (marked deleted; its bytes may remain on disk)."""

@@ -11,7 +11,9 @@ matching keys cross the network and a restart or reconnect in the middle costs n
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Generator, Iterable, Iterator, Sequence
+import re
+import time
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
@@ -22,10 +24,12 @@ from ...message import Msg
 from ...models import DeliverPolicy, StoredMsg, StreamInfo
 from ...models.kv import KV_STREAM_PREFIX, KeyValueEntry, KeyValueOp, KeyValueStatus
 from .._bucket import BucketWalk
+from .._consistency import ReadMode, check_read_mode, known_revisions_of
 from ..consumers import OrderedConsumer, OrderedConsumerConfig
 from ..direct import direct_get_last_raw
 from ..publish import PublishOptions
 from ..streams import Stream
+from ._cas import compare_and_set, is_compare_and_set
 from ._keys import OPERATION_HEADER, check_filter, check_key, operation_of, operation_of_raw
 from .watch import KeyWatcher, WatchOptions
 
@@ -39,19 +43,29 @@ _PURGE_HEADERS = {OPERATION_HEADER: KeyValueOp.PURGE.value, "Nats-Rollup": "sub"
 #: purge_deletes keeps markers younger than this by default (as nats.go), so watchers still see them
 DEFAULT_PURGE_DELETES_OLDER_THAN = 30 * 60.0
 
+# "wrong last sequence: 12" (10071) names the key's latest revision; 10164 names none.
+_WRONG_LAST = re.compile(r"wrong last sequence: (\d+)")
+
 # Messages per pull for headers-only listings (keys, purge_deletes): a header block is ~100 bytes.
 _HEADERS_ONLY_WINDOW = 10_000
 
 
 class KeyValue:
     """A handle on one bucket. Thread-safe; every call is one or a few requests, nothing is cached but the
-    stream's configuration at bind time.
+    stream's configuration at bind time (and, per client, the revision last seen of each key: see ``read``).
+
+    ``read`` is how single-key reads (:meth:`get`, :meth:`get_many`) pick the server that answers:
+    ``"read_your_writes"`` (the default: any replica, checked against what this client wrote and read, asked
+    again of the leader when behind), ``"leader"`` (the stream leader: every acknowledged write), or
+    ``"direct"`` (any replica, unchecked). :mod:`jetstream_sync.jetstream._consistency` says what each
+    guarantees and costs; a call's ``read=`` overrides it.
 
     For a bucket that mirrors another, keys live under the origin bucket's prefix and writes go to the origin
-    (as nats.go does); reads are served by this bucket's stream.
+    (as nats.go does); reads are served by this bucket's stream, whose revisions are its own, so only the
+    revisions read (not those written) are checked.
     """
 
-    def __init__(self, js: JetStream, bucket: str, info: StreamInfo) -> None:
+    def __init__(self, js: JetStream, bucket: str, info: StreamInfo, *, read: ReadMode = "read_your_writes") -> None:
         #: the JetStream context this handle was made by
         self.jetstream = js
         #: the bucket's name
@@ -68,6 +82,11 @@ class KeyValue:
         api_prefix = js.api_prefix
         self._put_prefix = self.prefix if api_prefix == "$JS.API" else f"{api_prefix}.{self.prefix}"
         self._allow_msg_ttl = config.allow_msg_ttl
+        #: how single-key reads pick the server that answers them (see the class's text)
+        self.read: ReadMode = check_read_mode("read", read)
+        self._mirrored = config.mirror is not None
+        self._known = known_revisions_of(js.client)
+        self._api_prefix = api_prefix
 
     def __repr__(self) -> str:
         return f"<KeyValue {self.bucket!r}>"
@@ -102,7 +121,7 @@ class KeyValue:
         except errors.KeyWrongLastSequenceError as exc:
             # A delete or purge marker is "no value": take its place, still guarded against a racing writer.
             try:
-                marker = self._last(key)
+                marker = self._last(key, "leader")  # the latest, whatever replica lags: it decides "exists"
             except errors.KeyNotFoundError:
                 raise self._exists(key, exc) from exc
             if marker.operation is KeyValueOp.PUT:
@@ -180,8 +199,17 @@ class KeyValue:
     def _publish(self, key: str, data: bytes, headers: dict[str, str] | None, options: PublishOptions | None) -> int:
         subject = self._put_prefix + key
         try:
-            return self.jetstream.publish(subject, data, headers, options=options).seq
+            if options is not None and is_compare_and_set(options):
+                seq = compare_and_set(self.jetstream, subject, data, headers, options)
+            else:
+                seq = self.jetstream.publish(subject, data, headers, options=options).seq
+            if not self._mirrored:
+                self._known.saw(self._api_prefix, self._stream.name, self.prefix + key, seq)
+            return seq
         except errors.WrongLastSequenceError as exc:
+            found = _WRONG_LAST.search(exc.description)
+            if found is not None and not self._mirrored:  # 10071 names the key's revision the server has
+                self._known.saw(self._api_prefix, self._stream.name, self.prefix + key, int(found[1]))
             raise errors.KeyWrongLastSequenceError(
                 exc.code, exc.err_code, f"key {key!r} in bucket {self.bucket!r}: {exc.description}"
             ) from exc
@@ -211,74 +239,150 @@ class KeyValue:
         return errors.KeyExistsError(cause.code, cause.err_code, f"key {key!r} exists in bucket {self.bucket!r}")
 
     # -- reads ------------------------------------------------------------------------------------------
-    def get(self, key: str, *, revision: int | None = None) -> KeyValueEntry:
+    def get(self, key: str, *, revision: int | None = None, read: ReadMode | None = None) -> KeyValueEntry:
         """The key's newest value, or the one at ``revision``.
 
         KeyNotFoundError when there is none; KeyDeletedError (a KeyNotFoundError) when it is a delete or purge
-        marker, with the marker as ``entry``.
+        marker, with the marker as ``entry``. ``read`` overrides the handle's read mode for this call.
         """
         check_key(key)
-        entry = self._last(key) if revision is None else self._at(key, _revision("revision", revision))
+        mode = self.read if read is None else check_read_mode("read", read)
+        entry = self._last(key, mode) if revision is None else self._at(key, _revision("revision", revision), mode)
         if entry.operation is not KeyValueOp.PUT:
             raise errors.KeyDeletedError(f"key {key!r} in bucket {self.bucket!r} was deleted", entry)
         return entry
 
-    def get_many(self, keys: Iterable[str]) -> dict[str, KeyValueEntry]:
+    def get_many(self, keys: Iterable[str], *, read: ReadMode | None = None) -> dict[str, KeyValueEntry]:
         """The newest value of each of ``keys`` in one round trip (a batched ``multi_last`` direct get, up to
         1024 keys per request, all read as of one moment). Keys without a live value are absent from the result.
 
+        With ``read="read_your_writes"`` (the default) a key the replica answered older than this client knows
+        it is read again from the leader; ``read="leader"`` reads every key from the leader, one request each.
         Needs nats-server 2.11 or later.
         """
         if isinstance(keys, str):
             raise errors.InvalidTypeError("keys", "must be an iterable of keys, not a str; use [key]")
         wanted = [check_key(k, "keys") for k in keys]
+        mode = self.read if read is None else check_read_mode("read", read)
         if not wanted:
             return {}
-        found: dict[str, KeyValueEntry] = {}
-        if not self._stream.cached_info.config.allow_direct:  # e.g. a bucket nats-py made: one get per key
-            for k in wanted:
-                try:
-                    entry = self._last(k)
-                except errors.KeyNotFoundError:
-                    continue
-                if entry.operation is KeyValueOp.PUT:
-                    found[k] = entry
-            return found
+        if mode == "leader" or not self._stream.cached_info.config.allow_direct:  # e.g. a bucket nats-py made
+            return self._each(wanted, mode)
         cut = len(self.prefix)
         try:
             raw = direct_get_last_raw(self._stream, [self.prefix + k for k in wanted])
         except errors.NoRespondersError as exc:
             raise self._unanswered(exc) from exc
-        for m in raw:
+        latest = {m.subject[cut:]: m for m in raw}
+        found: dict[str, KeyValueEntry] = {}
+        behind: list[str] = []
+        for k in wanted:
+            m = latest.get(k)
+            if mode == "read_your_writes" and (m.seq if m is not None else 0) < self._known_revision(k):
+                behind.append(k)
+                continue
+            if m is None:
+                continue
+            self._saw(k, m.seq)
             operation = operation_of(dict(m.headers) if m.headers else None)
             if operation is KeyValueOp.PUT:
-                found[m.subject[cut:]] = KeyValueEntry(
+                found[k] = KeyValueEntry(
                     bucket=self.bucket,
-                    key=m.subject[cut:],
+                    key=k,
                     value=m.data,
                     revision=m.seq,
                     created=datetime_from_nanos(m.time_ns),
                     operation=operation,
                 )
+        found.update(self._each(behind, "leader"))
         return {k: found[k] for k in wanted if k in found}
 
-    def _last(self, key: str) -> KeyValueEntry:
-        try:
-            stored = self._stream.get_last_msg(self.prefix + key)
-        except errors.MessageNotFoundError as exc:
-            raise errors.KeyNotFoundError(f"key {key!r} not found in bucket {self.bucket!r}") from exc
-        except (errors.JetStreamNotEnabledError, errors.StreamNotFoundError, errors.NoRespondersError) as exc:
-            raise self._unanswered(exc) from exc
+    def _each(self, keys: list[str], mode: ReadMode) -> dict[str, KeyValueEntry]:
+        """The live entries of ``keys``, one read each."""
+        found: dict[str, KeyValueEntry] = {}
+        for k in keys:
+            try:
+                entry = self._last(k, mode)
+            except errors.KeyNotFoundError:
+                continue
+            if entry.operation is KeyValueOp.PUT:
+                found[k] = entry
+        return found
+
+    def _known_revision(self, key: str) -> int:
+        return self._known.known(self._api_prefix, self._stream.name, self.prefix + key)
+
+    def _saw(self, key: str, revision: int) -> None:
+        self._known.saw(self._api_prefix, self._stream.name, self.prefix + key, revision)
+
+    def _last(self, key: str, mode: ReadMode) -> KeyValueEntry:
+        """The key's latest entry, read as ``mode`` says (see the class's text)."""
+        subject = self.prefix + key
+        deadline = time.monotonic() + self.jetstream.timeout
+        stored: StoredMsg | None = None
+        use_leader = mode == "leader" or not self._stream.cached_info.config.allow_direct
+        if not use_leader:
+            stored = self._read(
+                key, lambda left: self._stream.get_last_msg(subject, direct=True, timeout=left), deadline
+            )
+            use_leader = mode == "read_your_writes" and (stored.seq if stored else 0) < self._known_revision(key)
+        if use_leader:
+            stored = self._leader_read(
+                key, lambda left: self._stream.get_last_msg(subject, direct=False, timeout=left), deadline
+            )
+        if stored is None:
+            raise errors.KeyNotFoundError(f"key {key!r} not found in bucket {self.bucket!r}")
+        self._saw(key, stored.seq)
         return self._entry(key, stored)
 
-    def _at(self, key: str, revision: int) -> KeyValueEntry:
-        try:
-            stored = self._stream.get_msg(revision)
-        except errors.MessageNotFoundError as exc:
-            raise errors.KeyNotFoundError(f"key {key!r} has no revision {revision} in bucket {self.bucket!r}") from exc
-        except (errors.JetStreamNotEnabledError, errors.StreamNotFoundError, errors.NoRespondersError) as exc:
-            raise self._unanswered(exc) from exc
+    def _at(self, key: str, revision: int, mode: ReadMode) -> KeyValueEntry:
+        """The key's entry at ``revision``; a replica that does not have it while this client knows the key
+        reached it is behind, and the leader is asked (read_your_writes)."""
+        deadline = time.monotonic() + self.jetstream.timeout
+        stored: StoredMsg | None = None
+        use_leader = mode == "leader" or not self._stream.cached_info.config.allow_direct
+        if not use_leader:
+            stored = self._read(key, lambda left: self._stream.get_msg(revision, direct=True, timeout=left), deadline)
+            use_leader = mode == "read_your_writes" and stored is None and revision <= self._known_revision(key)
+        if use_leader:
+            stored = self._read(key, lambda left: self._stream.get_msg(revision, direct=False, timeout=left), deadline)
+        if stored is None:
+            raise errors.KeyNotFoundError(f"key {key!r} has no revision {revision} in bucket {self.bucket!r}")
         return self._checked_entry(key, revision, stored)
+
+    def _read(self, key: str, get: Callable[[float], StoredMsg], deadline: float) -> StoredMsg | None:
+        """One get within what is left of ``deadline``; None for "not found", the bucket's errors otherwise."""
+        try:
+            return get(max(0.001, deadline - time.monotonic()))
+        except errors.MessageNotFoundError:
+            return None
+        except errors.StreamNotFoundError as exc:
+            raise errors.BucketNotFoundError(exc.code, exc.err_code, f"bucket {self.bucket!r} not found") from exc
+        except (errors.JetStreamNotEnabledError, errors.NoRespondersError) as exc:
+            raise self._unanswered(exc) from exc
+
+    def _leader_read(self, key: str, get: Callable[[float], StoredMsg], deadline: float) -> StoredMsg | None:
+        """A read of the key's latest entry from the stream leader, asked again while the answer is older than
+        what this client knows (a deposed leader still answering during a partition): StaleReadError once the
+        read's time is up. "Not found" from the leader is believed, and the key forgotten (its history was
+        purged from the stream)."""
+        delay = 0.05
+        while True:
+            stored = self._read(key, get, deadline)
+            known = self._known_revision(key)
+            if stored is None or stored.seq >= known:
+                return stored
+            left = deadline - time.monotonic()
+            if left <= delay:
+                raise errors.StaleReadError(
+                    503,
+                    0,
+                    f"key {key!r} in bucket {self.bucket!r}: the stream leader answered revision {stored.seq}, older "
+                    f"than revision {known} this client already wrote or read; a deposed leader cut off by a "
+                    "network partition answers until it steps down. Read again once the cluster has healed",
+                )
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
 
     def _unanswered(self, exc: Exception) -> Exception:
         """A read the bucket's stream did not answer (a direct get has no responders once the stream is gone):

@@ -12,6 +12,7 @@ from ... import errors
 from ..._validate import check_bucket_name
 from ...models.kv import KV_STREAM_PREFIX, KeyValueConfig, KeyValueStatus
 from .._bucket import as_jetstream, bucket_names, bucket_stream_info, create_bucket_stream, update_bucket_stream
+from .._consistency import ReadMode
 from .bucket import KeyValue
 
 __all__ = ["KeyValueManager"]
@@ -28,38 +29,41 @@ def _config(config: object) -> KeyValueConfig:
 class KeyValueManager:
     """Create, bind to, update, delete and list key-value buckets."""
 
-    def create_key_value(self, config: KeyValueConfig) -> KeyValue:
-        """Create a bucket; the same configuration again returns it, another one is BucketExistsError."""
+    def create_key_value(self, config: KeyValueConfig, *, read: ReadMode = "read_your_writes") -> KeyValue:
+        """Create a bucket; the same configuration again returns it, another one is BucketExistsError.
+
+        ``read``: how the handle's single-key reads pick the server that answers (:class:`KeyValue`)."""
         config = _config(config)
         js = as_jetstream(self)
         info = create_bucket_stream(js, config.bucket, config.stream_config())
-        return KeyValue(js, config.bucket, info)
+        return KeyValue(js, config.bucket, info, read=read)
 
-    def update_key_value(self, config: KeyValueConfig) -> KeyValue:
-        """Change a bucket's configuration; BucketNotFoundError when it does not exist."""
+    def update_key_value(self, config: KeyValueConfig, *, read: ReadMode = "read_your_writes") -> KeyValue:
+        """Change a bucket's configuration; BucketNotFoundError when it does not exist. ``read`` as for
+        :meth:`create_key_value`."""
         config = _config(config)
         js = as_jetstream(self)
         info = update_bucket_stream(js, config.bucket, config.stream_config())
-        return KeyValue(js, config.bucket, info)
+        return KeyValue(js, config.bucket, info, read=read)
 
-    def create_or_update_key_value(self, config: KeyValueConfig) -> KeyValue:
+    def create_or_update_key_value(self, config: KeyValueConfig, *, read: ReadMode = "read_your_writes") -> KeyValue:
         """Create the bucket, or bring an existing one to this configuration."""
         config = _config(config)
         try:
-            return self.update_key_value(config)
+            return self.update_key_value(config, read=read)
         except errors.BucketNotFoundError:
-            return self.create_key_value(config)
+            return self.create_key_value(config, read=read)
 
-    def key_value(self, bucket: str) -> KeyValue:
+    def key_value(self, bucket: str, *, read: ReadMode = "read_your_writes") -> KeyValue:
         """A handle on an existing bucket; BucketNotFoundError when there is none, KeyValueConfigError when the
-        stream of that name is not a bucket."""
+        stream of that name is not a bucket. ``read`` as for :meth:`create_key_value`."""
         js = as_jetstream(self)
         info = bucket_stream_info(js, KV_STREAM_PREFIX, bucket)
         if info.config.max_msgs_per_subject < 1:
             raise errors.KeyValueConfigError(
                 "bucket", f"stream {info.config.name!r} is not a key-value bucket (it keeps no per-key history)"
             )
-        return KeyValue(js, bucket, info)
+        return KeyValue(js, bucket, info, read=read)
 
     def delete_key_value(self, bucket: str) -> None:
         """Delete a bucket and everything in it; BucketNotFoundError when there is none."""

@@ -1,0 +1,113 @@
+"""A key-value bucket with three replicas on a 3-node cluster: compare-and-set refusals are typed, a read after a
+completed write returns it, and a read no replica can answer waits for one within its timeout."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+import jetstream_sync
+from jetstream_sync import KeyValueConfig, StreamConfig, errors
+
+pytestmark = pytest.mark.cluster
+
+THREADS = 8
+UPDATES_PER_THREAD = 150
+PAIRS = 2_000
+
+
+@pytest.fixture
+def r3_bucket(nats_cluster):
+    with jetstream_sync.connect(nats_cluster.urls, name="writer") as nc:
+        js = nc.jetstream(timeout=30)
+        kv = js.create_key_value(KeyValueConfig(bucket="R3", replicas=3, history=5))
+        yield nats_cluster, nc, kv
+
+
+def test_compare_and_set_conflicts_on_a_replicated_bucket_are_key_wrong_last_sequence_errors(r3_bucket):
+    """8 threads x 150 ``update(last=...)`` on one key: each refusal is a KeyWrongLastSequenceError (the server
+    answers 10164 on a replicated stream while another write to the key is in flight, 10071 otherwise), and
+    the counter they build counts exactly the updates reported stored."""
+    _, _, kv = r3_bucket
+    kv.put("counter", b"0")
+    stored = [0] * THREADS
+    refused = [0] * THREADS
+    other: list[BaseException] = []
+
+    def work(t: int) -> None:
+        for _ in range(UPDATES_PER_THREAD):
+            entry = kv.get("counter", read="leader")
+            try:
+                kv.update("counter", b"%d" % (int(entry.value) + 1), last=entry.revision)
+                stored[t] += 1
+            except errors.KeyWrongLastSequenceError:
+                refused[t] += 1
+            except BaseException as exc:  # any other error fails the test below, with its class named
+                other.append(exc)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not other, f"{len(other)} updates raised something else: {sorted({repr(e) for e in other})[:3]}"
+    assert sum(stored) + sum(refused) == THREADS * UPDATES_PER_THREAD
+    assert int(kv.get("counter", read="leader").value) == sum(stored)
+
+
+def test_a_read_after_a_completed_put_returns_that_put(r3_bucket):
+    """The default read mode (read_your_writes) on one connection, and read="leader" from another: 2,000
+    put-then-get pairs each, and never the value before the put (replicas apply writes milliseconds apart, and
+    an unchecked direct get returned the older value 50 times in 2,000)."""
+    cluster, _, kv = r3_bucket
+    stale_same = [i for i in range(PAIRS) if _put_then_get(kv, kv, i) != i]
+    with jetstream_sync.connect(cluster.urls, name="reader") as other:
+        reader = other.jetstream(timeout=30).key_value("R3", read="leader")
+        stale_other = [i for i in range(PAIRS) if _put_then_get(kv, reader, PAIRS + i) != PAIRS + i]
+    assert (stale_same, stale_other) == ([], [])
+
+
+def _put_then_get(writer, reader, value: int) -> int:
+    writer.put("k", b"%d" % value)
+    return int(reader.get("k").value)
+
+
+def test_a_get_while_the_stream_has_no_server_is_answered_once_it_is_back(nats_cluster):
+    """An R1 bucket whose only server is down: a get has no responders. It is retried within its timeout (it
+    raised JetStreamNotEnabledError at once, a false statement) and answered once the server is back."""
+    with jetstream_sync.connect(nats_cluster.urls, name="setup") as nc:
+        kv = nc.jetstream(timeout=30).create_key_value(KeyValueConfig(bucket="R1", replicas=1))
+        kv.put("k", b"v")
+        host = nats_cluster.leader_of("KV_R1")
+    others = [url for i, url in enumerate(nats_cluster.urls) if i != host]
+    with jetstream_sync.connect(others, name="reader") as nc:
+        kv = nc.jetstream(timeout=30).key_value("R1")
+        nats_cluster.servers[host].kill()  # keeps the store, as a crash does
+        back = threading.Timer(2.0, nats_cluster.servers[host].restart)
+        back.start()
+        try:
+            started = time.monotonic()
+            assert kv.get("k").value == b"v"
+            assert time.monotonic() - started >= 1.0  # it waited for the server, not an error and a retry
+        finally:
+            back.join()
+
+
+def test_a_get_while_the_stream_has_no_server_raises_a_retryable_error_at_its_timeout(nats_cluster):
+    with jetstream_sync.connect(nats_cluster.urls, name="setup") as nc:
+        nc.jetstream(timeout=30).create_stream(
+            StreamConfig(name="ONE", subjects=["one.>"], num_replicas=1, allow_direct=True)
+        )
+        nc.jetstream().publish("one.a", b"1")
+        host = nats_cluster.leader_of("ONE")
+    others = [url for i, url in enumerate(nats_cluster.urls) if i != host]
+    with jetstream_sync.connect(others, name="reader") as nc:
+        stream = nc.jetstream().stream("ONE")
+        nats_cluster.servers[host].kill()
+        started = time.monotonic()
+        with pytest.raises(errors.ClusterUnavailableError) as raised:
+            stream.get_last_msg("one.a", timeout=3)
+        assert 2.0 <= time.monotonic() - started < 6.0
+        assert not isinstance(raised.value, errors.JetStreamNotEnabledError)
