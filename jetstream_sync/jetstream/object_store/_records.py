@@ -1,5 +1,9 @@
-"""The metadata records of one bucket: the newest metadata message per object name, read by direct get
-and written by compare-and-set.
+"""The metadata records of one bucket: the newest metadata message per object name, read from the stream
+leader (or as a read mode says) and written by compare-and-set.
+
+Every decision taken on a record (what a write replaces, whether a put's chunks were stored, whether an object
+was replaced while it was read) reads it from the stream leader: a replica behind it would point at chunks an
+acknowledged put has already purged. Only what a caller reads (``info``, ``get``) may use a faster read mode.
 
 Every metadata write carries ``Nats-Expected-Last-Subject-Sequence`` from the read it was based on, and is
 redone from a fresh read when another writer got in first. nats.go writes blindly; here two racing puts of
@@ -21,8 +25,10 @@ from typing import TYPE_CHECKING
 import attrs
 
 from ... import errors
+from ...models import StoredMsg
 from ...models.object_store import ObjectInfo
 from .._bucket import stream_as_bucket
+from .._consistency import ReadMode, known_revisions_of
 from ..streams import Stream
 from ._meta import ROLLUP_HEADERS, decode_info, encode_info, meta_subject
 
@@ -58,12 +64,25 @@ class MetaRecords:
         self.jetstream = js
         self.bucket = bucket
         self._stream = stream
+        self._known = known_revisions_of(js.client)
 
-    def lookup(self, name: str, *, strict: bool = True) -> Current:
-        """The newest metadata of ``name``, deleted or not. Unreadable metadata raises BadObjectMetaError when
+    def lookup(self, name: str, *, strict: bool = True, read: ReadMode = "leader") -> Current:
+        """The newest metadata of ``name``, deleted or not, read as ``read`` says (see
+        :mod:`jetstream_sync.jetstream._consistency`). Unreadable metadata raises BadObjectMetaError when
         ``strict``, else it counts as no object (what a put overwrites)."""
+        subject = meta_subject(self.bucket, name)
+        prefix = self.jetstream.api_prefix
         try:
-            stored = self._stream.get_last_msg(meta_subject(self.bucket, name))
+            stored: StoredMsg | None = None
+            if read != "leader" and self._stream.cached_info.config.allow_direct:
+                with contextlib.suppress(errors.MessageNotFoundError):
+                    stored = self._stream.get_last_msg(subject, direct=True)
+                behind = (stored.seq if stored else 0) < self._known.known(prefix, self._stream.name, subject)
+                if read == "read_your_writes" and behind:
+                    stored = None
+                    read = "leader"
+            if read == "leader" or not self._stream.cached_info.config.allow_direct:
+                stored = self._stream.get_last_msg(subject, direct=False)
         except errors.MessageNotFoundError:
             return Current(None, 0)
         except errors.StreamNotFoundError as exc:
@@ -73,6 +92,9 @@ class MetaRecords:
             # stream API which it is (BucketNotFoundError when the bucket is gone).
             self._check_bucket()
             raise
+        if stored is None:
+            return Current(None, 0)
+        self._known.saw(prefix, self._stream.name, subject, stored.seq)
         try:
             return Current(decode_info(stored.data, self.bucket, stored.time), stored.seq)
         except errors.BadObjectMetaError as exc:
@@ -96,12 +118,15 @@ class MetaRecords:
                 return None
             try:
                 with self.write_errors():
-                    self.jetstream.publish(
+                    ack = self.jetstream.publish(
                         meta_subject(self.bucket, record.name),
                         encode_info(record),
                         ROLLUP_HEADERS,
                         expected_last_subject_sequence=current.seq,
                     )
+                self._known.saw(
+                    self.jetstream.api_prefix, self._stream.name, meta_subject(self.bucket, record.name), ack.seq
+                )
             except errors.WrongLastSequenceError as exc:
                 attempt += 1
                 if time.monotonic() >= deadline:

@@ -13,6 +13,7 @@ from ... import errors
 from ..._validate import check_bucket_name
 from ...models.object_store import OBJ_STREAM_PREFIX, ObjectStoreConfig, ObjectStoreStatus
 from .._bucket import as_jetstream, bucket_names, bucket_stream_info, create_bucket_stream, update_bucket_stream
+from .._consistency import ReadMode
 from .store import ObjectStore
 
 __all__ = ["ObjectStoreManager"]
@@ -30,33 +31,34 @@ def _config(config: object) -> ObjectStoreConfig:
 class ObjectStoreManager:
     """Create, bind to, update, delete and list object stores."""
 
-    def create_object_store(self, config: ObjectStoreConfig) -> ObjectStore:
+    def create_object_store(self, config: ObjectStoreConfig, *, read: ReadMode = "leader") -> ObjectStore:
         """Create a bucket; the same configuration again returns it, another one is BucketExistsError."""
         config = _config(config)
         js = as_jetstream(self)
         info = create_bucket_stream(js, config.bucket, config.stream_config())
-        return ObjectStore(js, config.bucket, info)
+        return ObjectStore(js, config.bucket, info, read=read)
 
-    def update_object_store(self, config: ObjectStoreConfig) -> ObjectStore:
+    def update_object_store(self, config: ObjectStoreConfig, *, read: ReadMode = "leader") -> ObjectStore:
         """Change a bucket's configuration; BucketNotFoundError when it does not exist."""
         config = _config(config)
         js = as_jetstream(self)
         info = update_bucket_stream(js, config.bucket, config.stream_config())
-        return ObjectStore(js, config.bucket, info)
+        return ObjectStore(js, config.bucket, info, read=read)
 
-    def create_or_update_object_store(self, config: ObjectStoreConfig) -> ObjectStore:
+    def create_or_update_object_store(self, config: ObjectStoreConfig, *, read: ReadMode = "leader") -> ObjectStore:
         """Create the bucket, or bring an existing one to this configuration."""
         config = _config(config)
         try:
-            return self.update_object_store(config)
+            return self.update_object_store(config, read=read)
         except errors.BucketNotFoundError:
-            return self.create_object_store(config)
+            return self.create_object_store(config, read=read)
 
-    def object_store(self, bucket: str) -> ObjectStore:
-        """A handle on an existing bucket; BucketNotFoundError when there is none."""
+    def object_store(self, bucket: str, *, read: ReadMode = "leader") -> ObjectStore:
+        """A handle on an existing bucket; BucketNotFoundError when there is none. ``read``: how
+        :meth:`ObjectStore.info` and :meth:`ObjectStore.get` read metadata (:attr:`ObjectStore.read`)."""
         js = as_jetstream(self)
         info = bucket_stream_info(js, OBJ_STREAM_PREFIX, bucket)
-        return ObjectStore(js, bucket, info)
+        return ObjectStore(js, bucket, info, read=read)
 
     def delete_object_store(self, bucket: str) -> None:
         """Delete a bucket and every object in it; BucketNotFoundError when there is none."""

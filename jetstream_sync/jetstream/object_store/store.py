@@ -38,6 +38,7 @@ from ...models.object_store import (
     check_object_name,
 )
 from .._bucket import BucketWalk
+from .._consistency import ReadMode, check_read_mode
 from ..consumers import OrderedConsumer, OrderedConsumerConfig
 from ..streams import Stream
 from ._files import replace_atomically
@@ -70,11 +71,15 @@ class ObjectStore:
     are stored base64-encoded); InvalidObjectNameError otherwise, before anything is sent.
     """
 
-    def __init__(self, js: JetStream, bucket: str, info: StreamInfo) -> None:
+    def __init__(self, js: JetStream, bucket: str, info: StreamInfo, *, read: ReadMode = "leader") -> None:
         #: the JetStream context this handle was made by
         self.jetstream = js
         #: the bucket's name
         self.bucket = bucket
+        #: how :meth:`info` and :meth:`get` read an object's metadata: from the stream leader by default, so a
+        #: read after a completed put (by any client) finds the new version; "read_your_writes" or "direct" as
+        #: for :class:`~jetstream_sync.KeyValue`
+        self.read: ReadMode = check_read_mode("read", read)
         self._stream = Stream(js, info)
         self._records = MetaRecords(js, bucket, self._stream)
 
@@ -286,13 +291,13 @@ class ObjectStore:
 
     # -- reads ------------------------------------------------------------------------------------------
     def info(self, name: str, *, show_deleted: bool = False) -> ObjectInfo:
-        """Object ``name``'s info (a direct get of its metadata; a link's own info, not its target's).
+        """Object ``name``'s info (its metadata, read as :attr:`read` says; a link's own info, not its target's).
         ObjectNotFoundError when there is none; ObjectDeletedError (a subclass) when it was deleted and
         ``show_deleted`` is False. BadObjectMetaError when its metadata is unreadable."""
         check_object_name("name", name)
         if not isinstance(show_deleted, bool):
             raise errors.InvalidTypeError("show_deleted", f"must be a bool, got {type(show_deleted).__name__}")
-        info = self._records.lookup(name).info
+        info = self._records.lookup(name, read=self.read).info
         return info if show_deleted and info is not None else self._live(name, info)
 
     def get(self, name: str, *, timeout: float | timedelta | None = None) -> ObjectReader:

@@ -111,3 +111,24 @@ def test_a_get_while_the_stream_has_no_server_raises_a_retryable_error_at_its_ti
             stream.get_last_msg("one.a", timeout=3)
         assert 2.0 <= time.monotonic() - started < 6.0
         assert not isinstance(raised.value, errors.JetStreamNotEnabledError)
+
+
+def test_an_object_read_from_another_connection_after_a_completed_put_is_the_new_version(nats_cluster):
+    """An R3 object store: each put of a new version, then get_bytes and info from another connection. The
+    metadata is read from the stream leader, so it names the new version's chunks (a replica behind named the
+    old ones, already purged: DigestMismatchError "replaced or deleted while it was read", 10 in 1,000)."""
+    from jetstream_sync import ObjectStoreConfig
+
+    with (
+        jetstream_sync.connect(nats_cluster.urls, name="writer") as writer,
+        jetstream_sync.connect(nats_cluster.urls, name="reader") as reader,
+    ):
+        put = writer.jetstream(timeout=30).create_object_store(ObjectStoreConfig(bucket="OBJ3", replicas=3))
+        get = reader.jetstream(timeout=30).object_store("OBJ3")
+        wrong = []
+        for version in range(150):
+            data = bytes([version % 251]) * 300_000
+            stored = put.put("report", data)
+            if get.get_bytes("report") != data or get.info("report").digest != stored.digest:
+                wrong.append(version)
+        assert wrong == []
