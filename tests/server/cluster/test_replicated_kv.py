@@ -69,9 +69,9 @@ def test_a_read_after_a_completed_put_returns_that_put(r3_bucket):
     assert (stale_same, stale_other) == ([], [])
 
 
-def _put_then_get(writer, reader, value: int) -> int:
+def _put_then_get(writer, reader, value: int, read: str | None = None) -> int:
     writer.put("k", b"%d" % value)
-    return int(reader.get("k").value)
+    return int(reader.get("k", read=read).value)
 
 
 def test_a_get_while_the_stream_has_no_server_is_answered_once_it_is_back(nats_cluster):
