@@ -77,6 +77,11 @@ class KnownRevisions:
             if len(self._known) > self._capacity:
                 self._known.popitem(last=False)
 
+    def forget(self, prefix: str, stream: str, subject: str) -> None:
+        """Drop what is known of ``subject``: the stream leader says it has no message (its history was purged)."""
+        with self._lock:
+            self._known.pop((prefix, stream, subject), None)
+
     def known(self, prefix: str, stream: str, subject: str) -> int:
         """The highest revision known for ``subject`` of ``stream`` (0: nothing known)."""
         return self._known.get((prefix, stream, subject), 0)

@@ -331,6 +331,8 @@ class KeyValue:
                 key, lambda left: self._stream.get_last_msg(subject, direct=False, timeout=left), deadline
             )
         if stored is None:
+            if use_leader:  # the leader's "not found": the key's history was purged; nothing to check against
+                self._known.forget(self._api_prefix, self._stream.name, subject)
             raise errors.KeyNotFoundError(f"key {key!r} not found in bucket {self.bucket!r}")
         self._saw(key, stored.seq)
         return self._entry(key, stored)
