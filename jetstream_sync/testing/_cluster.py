@@ -25,14 +25,23 @@ import time
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidArgumentError, InvalidTypeError, JetStreamError
+from ..errors import (
+    APIError,
+    ClusterUnavailableError,
+    InvalidArgumentError,
+    InvalidTypeError,
+    JetStreamError,
+    JetStreamNotEnabledError,
+    NotConnectedError,
+)
+from ..errors import TimeoutError as JetStreamTimeoutError
 from ._server import _STOP_TIMEOUT, EmbeddedServer, ServerStartError, _free_port, _get_json
 
 if TYPE_CHECKING:
     from ..client import Client
     from ._proxy import FaultProxy
 
-__all__ = ["ClusterError", "EmbeddedCluster"]
+__all__ = ["ClusterError", "EmbeddedCluster", "StepDownError"]
 
 logger = logging.getLogger("jetstream_sync.testing")
 
@@ -41,10 +50,79 @@ _ELECTION_TIMEOUT = 30.0
 _POLL = 0.05
 _START_ATTEMPTS = 3
 _NOWHERE = "127.0.0.1:1"  # a privileged port on loopback: nothing of ours listens there, a connect is refused
+# A step-down request is answered at once by the leader; one that is not (the leader just changed) is sent again.
+_STEP_DOWN_REQUEST_TIMEOUT = 2.0
+# One look at who leads: an INFO nobody answers (no leader at the moment) is given up after this and asked again.
+_LOOK_TIMEOUT = 1.0
+_LEADER_REQUEST_TIMEOUT = 5.0  # leader_of: one INFO request, retried inside by the client during an election
+# The old leader still seen this long after the last step-down request (or seen elected again): send another.
+# Long enough that a request queued behind others on a loaded leader is not doubled (a second one would reach
+# the new leader and make it step down too); short enough for a few tries within a 10 s timeout.
+_RESEND_AFTER = 2.0
+_RAFT_GENERAL = 10041  # "{err}" from the leader's raft node: "not leader" when leadership moved as it was asked
 
 
 class ClusterError(JetStreamError, RuntimeError):
     """The cluster did not reach the state asked for in time (no meta leader, no new stream leader, ...)."""
+
+
+class StepDownError(ClusterError):
+    """:meth:`EmbeddedCluster.step_down` (or ``step_down_consumer``) saw no other node lead within its timeout.
+
+    ``target`` names what was asked to change leader (``stream 'S'``, ``consumer 'S' > 'C'``); ``old`` is the
+    index of the leader asked to step down (None: no leader was found to ask); ``leader`` the leader the cluster
+    named last (None: none was named, as in an election that outlasted the timeout; ``old``: it never moved, or
+    was elected again); ``attempts`` how many step-down requests were sent and ``last_answer`` what the last one
+    got (``"accepted"``, or the error). So a failing test says which of these happened, not just "no leader".
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        target: str,
+        old: int | None,
+        leader: int | None,
+        attempts: int,
+        last_answer: str | None,
+    ) -> None:
+        super().__init__(message)
+        self.target = target
+        self.old = old
+        self.leader = leader
+        self.attempts = attempts
+        self.last_answer = last_answer
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle with the keyword fields (the default would call ``__init__`` with the message alone)."""
+        fields = {
+            "target": self.target,
+            "old": self.old,
+            "leader": self.leader,
+            "attempts": self.attempts,
+            "last_answer": self.last_answer,
+        }
+        return (_rebuild_step_down_error, (str(self), fields))
+
+
+def _rebuild_step_down_error(message: str, fields: dict[str, Any]) -> StepDownError:
+    return StepDownError(message, **fields)
+
+
+def _transient(exc: JetStreamError) -> bool:
+    """What a step-down request meets while leadership is moving, so it is asked again, not given up on.
+
+    A member that sees no leader answers 10008 at once (ClusterUnavailableError), often before the leader itself
+    (the first answer wins); a request that reached a node which has just stopped leading goes unanswered
+    (TimeoutError); the raft node answers "not leader" (10041) when leadership moved between the server's checks;
+    a node restarting answers nothing at all ("no responders", which the API reports as JetStreamNotEnabledError
+    with no err_code), or the admin client is reconnecting (NotConnectedError).
+    """
+    if isinstance(exc, (ClusterUnavailableError, JetStreamTimeoutError, NotConnectedError)):
+        return True
+    if isinstance(exc, JetStreamNotEnabledError):
+        return exc.err_code == 0
+    return isinstance(exc, APIError) and exc.err_code == _RAFT_GENERAL
 
 
 class EmbeddedCluster:
@@ -284,35 +362,130 @@ class EmbeddedCluster:
         return self._leader(f"CONSUMER.INFO.{stream}.{consumer}", None)
 
     def step_down(self, stream: str, timeout: float = _ELECTION_TIMEOUT) -> int:
-        """Make the leader of ``stream`` step down; returns the new leader's index once it is elected."""
-        return self._step_down(f"STREAM.INFO.{stream}", f"STREAM.LEADER.STEPDOWN.{stream}", timeout)
+        """Make the leader of ``stream`` step down; returns the new leader's index once it is elected (a node other
+        than the old leader). StepDownError if no other node leads within ``timeout`` seconds."""
+        return self._step_down(
+            f"stream {stream!r}", f"STREAM.INFO.{stream}", f"STREAM.LEADER.STEPDOWN.{stream}", timeout
+        )
 
     def step_down_consumer(self, stream: str, consumer: str, timeout: float = _ELECTION_TIMEOUT) -> int:
-        """Make the leader of a consumer step down; returns the new leader's index once it is elected."""
-        info = f"CONSUMER.INFO.{stream}.{consumer}"
-        return self._step_down(info, f"CONSUMER.LEADER.STEPDOWN.{stream}.{consumer}", timeout)
+        """Make the leader of a consumer step down; returns the new leader's index once it is elected (a node other
+        than the old leader). StepDownError if no other node leads within ``timeout`` seconds."""
+        return self._step_down(
+            f"consumer {stream!r} > {consumer!r}",
+            f"CONSUMER.INFO.{stream}.{consumer}",
+            f"CONSUMER.LEADER.STEPDOWN.{stream}.{consumer}",
+            timeout,
+        )
 
-    def _step_down(self, info: str, request: str, timeout: float) -> int:
-        old = self._leader(info, None)
-        self._api(request)
+    def _step_down(self, target: str, info: str, request: str, timeout: float) -> int:
+        """Ask until a node other than the old leader leads, all within ``timeout``.
+
+        Once is not enough on a busy cluster. Every node receives the request and the first answer wins, so a
+        member that sees no leader for a moment (just healed or restarted) answers 10008 before the leader does;
+        the leader may not get it at all (its routes coming back), or get it, hand over to a peer that cannot win
+        (behind on the log) and be elected again. So the request is sent again while the old leader is still seen
+        leading ``_RESEND_AFTER`` after the last one, or at once when it was elected anew (its ``leader_since``
+        moved); while no leader is named an election is under way and only waited for. A new leader counts once
+        two looks in a row name it, as a node healed from a partition may still answer for a moment as leader.
+        """
         deadline = time.monotonic() + timeout
+        try:
+            old, old_since = self._leader_since(info, timeout)
+        except ClusterError as exc:
+            raise StepDownError(
+                f"cluster {self.name}: {target} has no leader to step down within {timeout:g}s ({exc})",
+                target=target,
+                old=None,
+                leader=None,
+                attempts=0,
+                last_answer=None,
+            ) from exc
+        attempts, last_answer, sent_at = 0, None, -_RESEND_AFTER
+        seen: int | None = old
+        since = asked_since = old_since  # asked_since: the old leader's leader_since when last asked
+        candidate: int | None = None
         while True:
-            try:
-                new = self._leader(info, deadline - time.monotonic())
-            except JetStreamError:
-                new = old
-            if new != old:
-                logger.info("cluster %s: %s -> leader %s", self.name, info, self.names[new])
-                return new
-            if time.monotonic() >= deadline:
-                raise ClusterError(f"cluster {self.name}: no new leader for {info} within {timeout:g}s")
+            now = time.monotonic()
+            if now >= deadline:
+                elected_again = seen == old and since != old_since
+                raise self._step_down_failed(target, timeout, old, seen, elected_again, attempts, last_answer)
+            if seen == old:
+                elected_again = since is not None and asked_since is not None and since != asked_since
+                if elected_again or now - sent_at >= _RESEND_AFTER:
+                    attempts += 1
+                    sent_at, asked_since = now, since
+                    last_answer = self._send_step_down(request, deadline)
+                    logger.debug("cluster %s: step-down %d of %s: %s", self.name, attempts, target, last_answer)
+            looked = self._look(info, deadline)
+            if looked != (seen, since):
+                name = self._name_of(looked[0])
+                logger.debug("cluster %s: %s: leader %s since %s", self.name, target, name, looked[1])
+            seen, since = looked
+            if seen is not None and seen != old:
+                if seen == candidate:
+                    logger.info("cluster %s: %s leader %s -> %s", self.name, target, self.names[old], self.names[seen])
+                    return seen
+                candidate = seen
+                continue  # look once more at once: a node healed from a partition may have answered as leader
+            candidate = None
             time.sleep(_POLL)
 
+    def _send_step_down(self, request: str, deadline: float) -> str:
+        """Send one step-down request; what it got back (``"accepted"`` or the error) for the log and the error."""
+        try:
+            self._api(request, min(_STEP_DOWN_REQUEST_TIMEOUT, max(_POLL, deadline - time.monotonic())))
+        except JetStreamError as exc:
+            if not _transient(exc):  # the stream or consumer is gone, or the request is wrong: no retry mends it
+                raise
+            return f"{type(exc).__name__}: {exc}"
+        return "accepted"
+
+    def _look(self, info: str, deadline: float) -> tuple[int | None, str | None]:
+        """One look at who leads: the node the ``info`` answer names and its ``leader_since`` (None, None while
+        nobody answers or the answer names no leader, as during an election)."""
+        try:
+            body = self._api(info, min(_LOOK_TIMEOUT, max(_POLL, deadline - time.monotonic())))
+        except InvalidArgumentError:  # a bad name will not get better by asking again
+            raise
+        except JetStreamError as exc:
+            if not _transient(exc):
+                raise
+            return None, None
+        return self._named(body)
+
+    def _step_down_failed(
+        self,
+        target: str,
+        timeout: float,
+        old: int,
+        seen: int | None,
+        elected_again: bool,
+        attempts: int,
+        last_answer: str | None,
+    ) -> StepDownError:
+        if seen is None:
+            state = "no leader is named (an election is still under way)"
+        elif elected_again:
+            state = f"{self.names[old]} was elected again"
+        else:
+            state = f"{self.names[old]} still leads"
+        message = (
+            f"cluster {self.name}: {target}: no leader other than {self.names[old]} within {timeout:g}s; {state}; "
+            f"{attempts} step-down request(s) sent, the last answered: {last_answer}"
+        )
+        return StepDownError(message, target=target, old=old, leader=seen, attempts=attempts, last_answer=last_answer)
+
     def _leader(self, info: str, timeout: float | None) -> int:
+        return self._leader_since(info, timeout)[0]
+
+    def _leader_since(self, info: str, timeout: float | None) -> tuple[int, str | None]:
+        """The node the ``info`` answer names as leader and its ``leader_since`` (None from servers before 2.11),
+        asked until one is named; ClusterError when none is within ``timeout`` (default 30 s)."""
         deadline = time.monotonic() + (timeout if timeout is not None else _ELECTION_TIMEOUT)
         while True:
             try:
-                body = self._api(info)
+                body = self._api(info, min(_LEADER_REQUEST_TIMEOUT, max(_POLL, deadline - time.monotonic())))
             except InvalidArgumentError:  # a bad name will not get better by asking again
                 raise
             except JetStreamError as exc:  # unanswered during an election: ask again
@@ -320,15 +493,25 @@ class EmbeddedCluster:
                     raise ClusterError(f"cluster {self.name}: {info} unanswered: {exc}") from exc
                 time.sleep(_POLL)
                 continue
-            leader = ((body.get("cluster") or {}).get("leader")) or ""
-            if leader in self.names:
-                return self.names.index(leader)
+            leader, since = self._named(body)
+            if leader is not None:
+                return leader, since
             if time.monotonic() >= deadline:
                 raise ClusterError(f"cluster {self.name}: {info} names no leader")
             time.sleep(_POLL)
 
-    def _api(self, suffix: str) -> dict[str, Any]:
-        return self._admin_client().jetstream().api.request(suffix)
+    def _named(self, body: dict[str, Any]) -> tuple[int | None, str | None]:
+        """The leader an INFO answer names (None if none of ours) and its ``leader_since``."""
+        cluster = body.get("cluster") or {}
+        leader = cluster.get("leader") or ""
+        if leader not in self.names:
+            return None, None
+        since = cluster.get("leader_since")
+        return self.names.index(leader), since if isinstance(since, str) else None
+
+    def _api(self, suffix: str, timeout: float | None = None) -> dict[str, Any]:
+        """One JetStream API request through the admin client; ``timeout`` bounds it with any retries inside."""
+        return self._admin_client().jetstream().api.request(suffix, timeout=timeout)
 
     def _admin_client(self) -> Client:
         """A client of the nodes outside any partition: a cut-off node still believes what it last knew, so it
@@ -344,6 +527,9 @@ class EmbeddedCluster:
                 self._admin = connect(urls, name="embedded-cluster-admin", max_reconnect_attempts=-1)
                 self._admin_urls = urls
             return self._admin
+
+    def _name_of(self, i: int | None) -> str:
+        return "none" if i is None else self.names[i]
 
     def _index(self, i: int) -> int:
         if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < self.size:
