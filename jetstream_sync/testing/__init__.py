@@ -46,6 +46,11 @@ if TYPE_CHECKING:
     from ._history import HistoryEvent as HistoryEvent
     from ._history import Operation as Operation
     from ._history import PendingOperation as PendingOperation
+    from ._kv_workload import KVWorkload as KVWorkload
+    from ._kv_workload import KVWorkloadResult as KVWorkloadResult
+    from ._nemesis import Nemesis as Nemesis
+    from ._nemesis import pause_node as pause_node
+    from ._nemesis import resume_node as resume_node
     from ._proxy import Direction as Direction
     from ._proxy import FaultProxy as FaultProxy
     from ._proxy import FaultProxyError as FaultProxyError
@@ -73,7 +78,10 @@ __all__ = [
     "FrameRule",
     "History",
     "HistoryEvent",
+    "KVWorkload",
+    "KVWorkloadResult",
     "KeyResult",
+    "Nemesis",
     "Operation",
     "PendingOperation",
     "ReplyScript",
@@ -86,6 +94,8 @@ __all__ = [
     "ServerStartError",
     "check_history",
     "find_server_binary",
+    "pause_node",
+    "resume_node",
 ]
 
 # pytest imports the modules named here when it registers this package as a plugin (its fixtures live there).
@@ -96,6 +106,8 @@ _LAZY.update(dict.fromkeys(("ClusterError", "EmbeddedCluster"), "._cluster"))
 _LAZY.update(dict.fromkeys(("History", "HistoryEvent", "Operation", "PendingOperation"), "._history"))
 _LAZY.update(dict.fromkeys(("CheckResult", "KeyResult", "check_history"), "._checker"))
 _LAZY.update(dict.fromkeys(("ANOMALY_KINDS", "Anomaly"), "._anomalies"))
+_LAZY.update(dict.fromkeys(("KVWorkload", "KVWorkloadResult"), "._kv_workload"))
+_LAZY.update(dict.fromkeys(("Nemesis", "pause_node", "resume_node"), "._nemesis"))
 _LAZY.update(
     dict.fromkeys(
         ("ReplyScript", "ScriptedAnswer", "ScriptedReply", "ScriptedRequest", "ScriptedServer", "ScriptedServerError"),
