@@ -11,6 +11,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.helpers import REPO_ROOT
 
 BENCHMARKS = REPO_ROOT / "benchmarks"
@@ -60,3 +62,22 @@ def test_object_store_py_checks_every_byte_read_back():
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert "command:        python benchmarks/object_store.py --quick" in result.stdout
     assert "every get delivered" in result.stdout and "peak RSS above an idle client" in result.stdout
+
+
+@pytest.mark.cluster
+def test_kv_read_modes_py_measures_every_mode_on_a_cluster_and_one_server(tmp_path):
+    result = run_script("kv_read_modes.py", "--quick", "--rounds", "1", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "command:        python benchmarks/kv_read_modes.py --quick" in result.stdout
+    assert "checked: every get and get_many of an old key read back the value written" in result.stdout
+    (results,) = tmp_path.glob("*-kv-read-modes-*-quick.json")
+    saved = json.loads(results.read_text())
+    assert set(saved["setups"]) == {"cluster", "single"}
+    for setup in saved["setups"].values():
+        assert set(setup["samples"]) == {
+            f"{case}|{mode}"
+            for case in ("own_write", "old_keys", "get_many")
+            for mode in ("direct", "read_your_writes", "leader")
+        }
+        assert setup["stale"]["same|read_your_writes"]["stale"] == setup["stale"]["other|leader"]["stale"] == 0
+    assert saved["violations"] == []
