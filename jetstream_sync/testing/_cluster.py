@@ -23,7 +23,7 @@ import logging
 import threading
 import time
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import (
     APIError,
@@ -35,6 +35,7 @@ from ..errors import (
     NotConnectedError,
 )
 from ..errors import TimeoutError as JetStreamTimeoutError
+from ..jetstream._features import server_version
 from ._server import _STOP_TIMEOUT, EmbeddedServer, ServerStartError, _free_port, _get_json
 
 if TYPE_CHECKING:
@@ -60,6 +61,8 @@ _LEADER_REQUEST_TIMEOUT = 5.0  # leader_of: one INFO request, retried inside by 
 # the new leader and make it step down too); short enough for a few tries within a 10 s timeout.
 _RESEND_AFTER = 2.0
 _RAFT_GENERAL = 10041  # "{err}" from the leader's raft node: "not leader" when leadership moved as it was asked
+_NO_PEERS = 10005  # "no suitable peers": the preferred successor is the leader by now, or no longer known
+_PREFERRED_SINCE = (2, 11, 0)  # a step-down request may name the successor (2.10 refuses any request body)
 
 
 class ClusterError(JetStreamError, RuntimeError):
@@ -107,6 +110,18 @@ class StepDownError(ClusterError):
 
 def _rebuild_step_down_error(message: str, fields: dict[str, Any]) -> StepDownError:
     return StepDownError(message, **fields)
+
+
+class _LeaderView(NamedTuple):
+    """One INFO answer's word on who leads: the node (None: none of ours is named), since when (``leader_since``,
+    nats-server 2.11+), and the follower best placed to take over (current, least behind; None if none is)."""
+
+    leader: int | None
+    since: str | None
+    successor: str | None
+
+
+_NOBODY = _LeaderView(None, None, None)
 
 
 def _transient(exc: JetStreamError) -> bool:
@@ -383,11 +398,14 @@ class EmbeddedCluster:
 
         Once is not enough on a busy cluster. Every node receives the request and the first answer wins, so a
         member that sees no leader for a moment (just healed or restarted) answers 10008 before the leader does;
-        the leader may not get it at all (its routes coming back), or get it, hand over to a peer that cannot win
-        (behind on the log) and be elected again. So the request is sent again while the old leader is still seen
-        leading ``_RESEND_AFTER`` after the last one, or at once when it was elected anew (its ``leader_since``
-        moved); while no leader is named an election is under way and only waited for. A new leader counts once
-        two looks in a row name it, as a node healed from a partition may still answer for a moment as leader.
+        the leader may not get it at all (its routes coming back). And the leader hands over to the first peer
+        it heard from lately, caught up or not: a follower behind on the log (just healed, or slow under a
+        publisher) cannot win, and the group has no leader until an election 4-9 s later, which the old leader
+        may win again. So the request names the successor (nats-server 2.11+): the follower the leader reports
+        current and least behind. It is sent again while the old leader is still seen leading ``_RESEND_AFTER``
+        after the last one, or at once when it was elected anew (its ``leader_since`` moved); while no leader is
+        named an election is under way and only waited for. A new leader counts once two looks in a row name
+        it, as a node healed from a partition may still answer for a moment as leader.
         """
         deadline = time.monotonic() + timeout
         try:
@@ -402,48 +420,63 @@ class EmbeddedCluster:
                 last_answer=None,
             ) from exc
         attempts, last_answer, sent_at = 0, None, -_RESEND_AFTER
-        seen: int | None = old
-        since = asked_since = old_since  # asked_since: the old leader's leader_since when last asked
+        view = self._look(info, deadline)
+        if view.leader != old:  # it moved meanwhile: ask it as found a moment ago
+            view = _LeaderView(old, old_since, None)
+        asked_since = old_since  # the old leader's leader_since when last asked
         candidate: int | None = None
         while True:
             now = time.monotonic()
             if now >= deadline:
-                elected_again = seen == old and since != old_since
-                raise self._step_down_failed(target, timeout, old, seen, elected_again, attempts, last_answer)
-            if seen == old:
-                elected_again = since is not None and asked_since is not None and since != asked_since
+                elected_again = view.leader == old and view.since != old_since
+                raise self._step_down_failed(target, timeout, old, view.leader, elected_again, attempts, last_answer)
+            if view.leader == old:
+                elected_again = view.since is not None and asked_since is not None and view.since != asked_since
                 if elected_again or now - sent_at >= _RESEND_AFTER:
                     attempts += 1
-                    sent_at, asked_since = now, since
-                    last_answer = self._send_step_down(request, deadline)
-                    logger.debug("cluster %s: step-down %d of %s: %s", self.name, attempts, target, last_answer)
+                    sent_at, asked_since = now, view.since
+                    last_answer = self._send_step_down(request, view.successor, deadline)
+                    logger.debug(
+                        "cluster %s: step-down %d of %s (to %s): %s",
+                        self.name,
+                        attempts,
+                        target,
+                        view.successor or "any",
+                        last_answer,
+                    )
             looked = self._look(info, deadline)
-            if looked != (seen, since):
-                name = self._name_of(looked[0])
-                logger.debug("cluster %s: %s: leader %s since %s", self.name, target, name, looked[1])
-            seen, since = looked
-            if seen is not None and seen != old:
-                if seen == candidate:
-                    logger.info("cluster %s: %s leader %s -> %s", self.name, target, self.names[old], self.names[seen])
-                    return seen
-                candidate = seen
+            if looked[:2] != view[:2]:
+                name = self._name_of(looked.leader)
+                logger.debug("cluster %s: %s: leader %s since %s", self.name, target, name, looked.since)
+            view = looked
+            if view.leader is not None and view.leader != old:
+                if view.leader == candidate:
+                    new = view.leader
+                    logger.info("cluster %s: %s leader %s -> %s", self.name, target, self.names[old], self.names[new])
+                    return new
+                candidate = view.leader
                 continue  # look once more at once: a node healed from a partition may have answered as leader
             candidate = None
             time.sleep(_POLL)
 
-    def _send_step_down(self, request: str, deadline: float) -> str:
+    def _send_step_down(self, request: str, successor: str | None, deadline: float) -> str:
         """Send one step-down request; what it got back (``"accepted"`` or the error) for the log and the error."""
+        admin = self._admin_client()
+        body = None
+        if successor is not None and (server_version(admin.server_info) or (0, 0, 0)) >= _PREFERRED_SINCE:
+            body = {"placement": {"preferred": successor}}
         try:
-            self._api(request, min(_STEP_DOWN_REQUEST_TIMEOUT, max(_POLL, deadline - time.monotonic())))
+            timeout = min(_STEP_DOWN_REQUEST_TIMEOUT, max(_POLL, deadline - time.monotonic()))
+            admin.jetstream().api.request(request, body, timeout)
         except JetStreamError as exc:
             if not _transient(exc):  # the stream or consumer is gone, or the request is wrong: no retry mends it
                 raise
             return f"{type(exc).__name__}: {exc}"
         return "accepted"
 
-    def _look(self, info: str, deadline: float) -> tuple[int | None, str | None]:
-        """One look at who leads: the node the ``info`` answer names and its ``leader_since`` (None, None while
-        nobody answers or the answer names no leader, as during an election)."""
+    def _look(self, info: str, deadline: float) -> _LeaderView:
+        """One look at who leads (see :class:`_LeaderView`); nobody while no one answers or the answer names no
+        leader, as during an election."""
         try:
             body = self._api(info, min(_LOOK_TIMEOUT, max(_POLL, deadline - time.monotonic())))
         except InvalidArgumentError:  # a bad name will not get better by asking again
@@ -451,8 +484,8 @@ class EmbeddedCluster:
         except JetStreamError as exc:
             if not _transient(exc):
                 raise
-            return None, None
-        return self._named(body)
+            return _NOBODY
+        return self._view(body)
 
     def _step_down_failed(
         self,
@@ -481,33 +514,49 @@ class EmbeddedCluster:
 
     def _leader_since(self, info: str, timeout: float | None) -> tuple[int, str | None]:
         """The node the ``info`` answer names as leader and its ``leader_since`` (None from servers before 2.11),
-        asked until one is named; ClusterError when none is within ``timeout`` (default 30 s)."""
+        asked until one is named; ClusterError when none is within ``timeout`` (default 30 s), with the most
+        telling answer seen (a "stream not found" rather than the timeout of the last, cut-short request)."""
         deadline = time.monotonic() + (timeout if timeout is not None else _ELECTION_TIMEOUT)
+        cause: JetStreamError | None = None
         while True:
             try:
                 body = self._api(info, min(_LEADER_REQUEST_TIMEOUT, max(_POLL, deadline - time.monotonic())))
             except InvalidArgumentError:  # a bad name will not get better by asking again
                 raise
             except JetStreamError as exc:  # unanswered during an election: ask again
+                if cause is None or not isinstance(exc, JetStreamTimeoutError):
+                    cause = exc
                 if time.monotonic() >= deadline:
-                    raise ClusterError(f"cluster {self.name}: {info} unanswered: {exc}") from exc
+                    raise ClusterError(f"cluster {self.name}: {info} unanswered: {cause}") from exc
                 time.sleep(_POLL)
                 continue
-            leader, since = self._named(body)
-            if leader is not None:
-                return leader, since
+            view = self._view(body)
+            if view.leader is not None:
+                return view.leader, view.since
             if time.monotonic() >= deadline:
                 raise ClusterError(f"cluster {self.name}: {info} names no leader")
             time.sleep(_POLL)
 
-    def _named(self, body: dict[str, Any]) -> tuple[int | None, str | None]:
-        """The leader an INFO answer names (None if none of ours) and its ``leader_since``."""
+    def _view(self, body: dict[str, Any]) -> _LeaderView:
+        """What an INFO answer says of its group's leader; the successor is a follower it reports current and
+        online (a running node outside any partition), the least behind."""
         cluster = body.get("cluster") or {}
         leader = cluster.get("leader") or ""
         if leader not in self.names:
-            return None, None
+            return _NOBODY
         since = cluster.get("leader_since")
-        return self.names.index(leader), since if isinstance(since, str) else None
+        ready = [
+            (int(peer.get("lag") or 0), int(peer.get("active") or 0), peer["name"])
+            for peer in cluster.get("replicas") or []
+            if peer.get("name") in self.names
+            and peer.get("current")
+            and not peer.get("offline")
+            and self.names.index(peer["name"]) not in self._partitioned
+            and self.servers[self.names.index(peer["name"])].is_running
+        ]
+        return _LeaderView(
+            self.names.index(leader), since if isinstance(since, str) else None, min(ready)[2] if ready else None
+        )
 
     def _api(self, suffix: str, timeout: float | None = None) -> dict[str, Any]:
         """One JetStream API request through the admin client; ``timeout`` bounds it with any retries inside."""
