@@ -131,6 +131,7 @@ def test_a_step_down_right_after_a_heal_waits_out_the_healed_node(nats_cluster, 
         time.sleep(1.0)
         nats_cluster.heal(follower)
         _step_down_once(nats_cluster, k)
+        nats_cluster.wait_formed()  # the next cycle starts from a whole cluster, its routes back
 
 
 def test_a_step_down_that_cannot_move_the_leader_says_what_happened(nats_cluster):
