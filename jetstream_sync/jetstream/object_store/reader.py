@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from ... import errors
+from ..._protocol import stream_position
 from ...models.object_store import ObjectInfo
 from .._bucket import raise_for_bucket
 from ..consumers import MessagesIterator, OrderedConsumer
@@ -58,6 +59,10 @@ def read_window(info: ObjectInfo) -> int:
 
 #: how often a waiting read asks whether its object was replaced or deleted meanwhile
 REPLACED_CHECK = 1.0
+# The first pause before reading on when the chunks' consumer caught up short of the object's size (it doubles).
+_CATCH_UP_PAUSE = 0.02
+# How long a read waits for such a replica to catch up before it lets the digest check call the chunks lost.
+_CATCH_UP_LIMIT = 5.0
 
 
 class ObjectReader(io.RawIOBase):
@@ -71,7 +76,7 @@ class ObjectReader(io.RawIOBase):
     def __init__(
         self,
         info: ObjectInfo,
-        open_consumer: Callable[[], OrderedConsumer],
+        open_consumer: Callable[[int], OrderedConsumer],
         timeout: float,
         replaced: Callable[[], bool] = lambda: False,
     ) -> None:
@@ -89,17 +94,24 @@ class ObjectReader(io.RawIOBase):
         self._error: errors.JetStreamError | None = None  # raised again by every read once the read failed
         self._consumer: OrderedConsumer | None = None
         self._messages: MessagesIterator | None = None
+        self._open_consumer = open_consumer
+        self._next_seq = 0  # the stream sequence after the last chunk read (0: from the first)
         if self._eof:
             self._verify()  # nothing to read (an empty object has no chunks, so no consumer is made)
         else:
-            self._consumer = open_consumer()
-            try:
-                self._messages = self._consumer.messages(
-                    until_drained=True, max_messages=read_window(info), error_handler=self._on_error
-                )
-            except BaseException:
-                self._consumer.close()
-                raise
+            self._open()
+
+    def _open(self) -> None:
+        """Calling thread: a consumer over the chunks from ``_next_seq`` on, read until it has caught up."""
+        self._consumer = self._open_consumer(self._next_seq)
+        try:
+            self._messages = self._consumer.messages(
+                until_drained=True, max_messages=read_window(self.info), error_handler=self._on_error
+            )
+        except BaseException:
+            self._consumer.close()
+            self._consumer = None
+            raise
 
     def __repr__(self) -> str:
         return f"<ObjectReader {self.info.bucket}/{self.info.name!r} {self._received}/{self.info.size} bytes>"
@@ -216,11 +228,13 @@ class ObjectReader(io.RawIOBase):
         """The next chunk's data, None at the end of the stream's chunks (the read ends by itself when the
         last chunks vanished before delivery: the digest check then says what happened). Waits at most the
         timeout, asking every :data:`REPLACED_CHECK` seconds whether the object was replaced."""
-        messages = self._messages
-        if messages is None:
+        if self._messages is None:
             return None
         deadline = time.monotonic() + self._timeout
+        pause = _CATCH_UP_PAUSE
+        catch_up_until: float | None = None
         while True:
+            messages = self._messages
             wait = min(deadline - time.monotonic(), REPLACED_CHECK)
             if wait <= 0:
                 raise errors.TimeoutError(
@@ -228,14 +242,28 @@ class ObjectReader(io.RawIOBase):
                     f"{self._timeout:g}s ({self._received} of {self.info.size} bytes read)"
                 )
             try:
-                msg = messages.next(wait)
+                msg = messages.next(wait) if messages is not None else None
             except errors.IteratorClosedError:
-                return None
+                msg = None
             except (errors.StreamNotFoundError, errors.OrderedConsumerResetError) as exc:
                 raise_for_bucket(self.info.bucket, exc)
             except errors.TimeoutError:
                 self._check_replaced()
                 continue
+            if msg is None:
+                now = time.monotonic()
+                catch_up_until = catch_up_until or min(deadline, now + _CATCH_UP_LIMIT)
+                if self._received >= self.info.size or now + pause >= catch_up_until:
+                    return None  # the end, or the rest never came: the digest check says which
+                # Caught up short of the object's size: the replica holding the consumer may be behind the
+                # metadata (read from the leader). Unless the object was replaced, read on from where it stopped.
+                self._check_replaced()
+                self._release()
+                time.sleep(pause)
+                pause = min(pause * 2, REPLACED_CHECK)
+                self._open()
+                continue
+            self._next_seq = stream_position(msg.reply)[0] + 1
             return msg.data
 
     def _fail(self, exc: errors.JetStreamError) -> None:

@@ -331,7 +331,12 @@ class ObjectStore:
                 return False
             return now is None or now.deleted or now.nuid != info.nuid
 
-        return ObjectReader(info, lambda: self._ordered_consumer([subject], DeliverPolicy.ALL), timeout, replaced)
+        def chunks_from(seq: int) -> OrderedConsumer:
+            if seq == 0:
+                return self._ordered_consumer([subject], DeliverPolicy.ALL)
+            return self._ordered_consumer([subject], DeliverPolicy.BY_START_SEQUENCE, start_seq=seq)
+
+        return ObjectReader(info, chunks_from, timeout, replaced)
 
     def get_bytes(self, name: str, *, timeout: float | timedelta | None = None) -> bytes:
         """The whole of object ``name`` in memory (digest verified); for large objects use :meth:`get`."""
@@ -412,10 +417,15 @@ class ObjectStore:
             return None
 
     def _ordered_consumer(
-        self, subjects: Sequence[str], policy: DeliverPolicy, *, timeout: float | None = None
+        self,
+        subjects: Sequence[str],
+        policy: DeliverPolicy,
+        *,
+        timeout: float | None = None,
+        start_seq: int | None = None,
     ) -> OrderedConsumer:
         """An ordered consumer on this bucket's stream (what reads, lists and watchers go through), its first
         server-side consumer created within ``timeout`` (default: the context's)."""
-        config = OrderedConsumerConfig(filter_subjects=[*subjects], deliver_policy=policy)
+        config = OrderedConsumerConfig(filter_subjects=[*subjects], deliver_policy=policy, opt_start_seq=start_seq)
         with self._records.bucket_errors():
             return OrderedConsumer(self.jetstream, self._stream.name, config, timeout=timeout)
