@@ -130,7 +130,7 @@ class Nemesis:
             elif fault == "step_down":
                 new = self.cluster.step_down(self.stream)
                 what += f" -> {self.cluster.names[new]}"
-        except JetStreamError as exc:  # a step-down with no election in time, a slow restart: noted, not fatal
+        except (JetStreamError, OSError) as exc:  # no election in time, a slow restart, a process gone: noted
             logger.warning("nemesis: %s %s did not complete: %s", fault, what, exc)
             self.history.note(f"{fault} incomplete", f"{what}: {exc}")
         self.applied.append(f"{fault} {what}")
