@@ -35,18 +35,45 @@ How Django's cache contract maps onto a bucket:
 - **Atomic operations.** ``add`` is the bucket's ``create`` (only if absent; an expired value still stored counts
   as absent and is replaced through ``update`` on its revision), ``touch``, ``incr``/``decr`` and ``delete`` are
   compare-and-set writes on the revision just read, retried when another writer came in between, so no update
-  is lost between processes. ``incr`` keeps the value's expiry. ``delete`` and ``clear`` purge (a delete leaves
-  a purge marker that removes itself after ``MARKER_TTL``).
+  is lost between processes (the revision is read from the stream leader: see "Reads" below). ``incr`` keeps
+  the value's expiry. ``delete`` and ``clear`` purge (a delete leaves a purge marker that removes itself after
+  ``MARKER_TTL``).
 - **A write the bucket refuses** (``MAX_BYTES`` reached, a value over ``MAX_VALUE_SIZE`` or the server's
   ``max_payload``) is logged as a warning and removes the key, so a stale value is not served in its place
   (memcached's behaviour); ``set_many`` returns those keys.
+- **Reads on a replicated bucket** (``REPLICAS`` 3 or 5). A replica applies a write milliseconds after the
+  stream leader acknowledged it, and a plain read may be answered by any replica, so which replica answers
+  decides what a read can miss. A Django deployment is many processes, each with its own client
+  (:func:`get_client`); ``OPTIONS["READ"]`` says what ``get``, ``get_many`` and ``has_key`` guarantee across
+  them (the read modes of :meth:`JetStream.key_value`, docs/guides/key-value.md):
+
+  - ``"read_your_writes"`` (the default): any replica answers, checked against what this process wrote and
+    read, and the leader is asked when the replica is behind. A process sees every write it completed (any
+    thread's, so a request sees its own ``set`` and ``delete``, and those of earlier requests the same worker
+    served, and a ``clear()`` it made) and never an older value of a key than it has seen. A write by another
+    process may be missing for a few milliseconds after it completed: the next request of a user, served by
+    another worker, may miss the value the last one set. Costs nothing while the replicas keep up.
+  - ``"leader"``: the stream leader answers every read, so every process sees every write that completed
+    before the read began, whoever made it (the exception is a network partition, until a deposed leader
+    steps down). For values one request writes and the next, on any worker, must read: sessions
+    (``SESSION_ENGINE = "django.contrib.sessions.backends.cache"``), one-time tokens, locks. All reads load
+    one server of the three.
+  - ``"direct"``: any replica answers, unchecked: the fastest read, which may miss even this process's own
+    latest writes (the value before its last ``set``, one its ``delete`` removed). For values a moment old
+    does no harm: rendered fragments, computed results.
+
+  On a bucket of one replica the three read the same data. The reads that decide a write (``add``,
+  ``incr``/``decr``, ``touch``, ``delete``, ``set`` with a timeout of 0) always ask the leader, whatever
+  READ says: the revision a compare-and-set builds on must be the latest, or each attempt is refused and
+  retried.
 
 The bucket is created on first use with ``history`` 1 and ``limit_marker_ttl`` (which enables per-key TTLs,
 nats-server 2.11+). OPTIONS: ``REPLICAS`` (1), ``STORAGE`` ("file" or "memory"; "file"), ``MAX_BYTES`` (-1:
 unlimited), ``MAX_VALUE_SIZE`` (-1), ``MARKER_TTL`` (seconds the server keeps the marker of an expired or
-deleted key, 1), ``PICKLE_PROTOCOL``, and ``CREATE`` (True; False requires the bucket to exist). An existing
-bucket is used as it is, but it must take per-key TTLs. There is no culling (``MAX_ENTRIES`` and
-``CULL_FREQUENCY`` are refused): entries leave by their timeouts, and ``MAX_BYTES`` bounds the bucket.
+deleted key, 1), ``READ`` ("read_your_writes", "leader" or "direct"; "read_your_writes"), ``PICKLE_PROTOCOL``,
+and ``CREATE`` (True; False requires the bucket to exist). An existing bucket is used as it is, but it must
+take per-key TTLs. There is no culling (``MAX_ENTRIES`` and ``CULL_FREQUENCY`` are refused): entries leave by
+their timeouts, and ``MAX_BYTES`` bounds the bucket.
 """
 
 from __future__ import annotations
@@ -70,6 +97,7 @@ from django.core.exceptions import ImproperlyConfigured  # type: ignore[import-u
 
 from ... import errors
 from ...client import Client
+from ...jetstream._consistency import ReadMode, check_read_mode
 from ...jetstream.kv import KeyValue
 from ...models import KeyValueConfig, KeyValueEntry, StorageType
 from . import get_client
@@ -92,7 +120,7 @@ _T = TypeVar("_T")
 
 _SAFE_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_/")
 _HEX = "0123456789ABCDEF"
-_OPTIONS = ("REPLICAS", "STORAGE", "MAX_BYTES", "MAX_VALUE_SIZE", "MARKER_TTL", "PICKLE_PROTOCOL", "CREATE")
+_OPTIONS = ("REPLICAS", "STORAGE", "MAX_BYTES", "MAX_VALUE_SIZE", "MARKER_TTL", "READ", "PICKLE_PROTOCOL", "CREATE")
 
 
 @lru_cache(maxsize=8192)
@@ -150,52 +178,75 @@ class _Stored:
 
 
 class _Buckets:
-    """The bound bucket of each LOCATION in this process, for the client that bound it.
+    """The bound bucket of each LOCATION in this process, for the client that bound it, and the last revision
+    this process's ``clear()`` removed from it.
 
     Django makes a backend instance per thread (``caches`` is thread-local), so binding (a stream info, maybe a
     create) is done once per process and bucket, not per thread. A handle belongs to its client: when
     :func:`get_client` returns another one (the old one was closed, or this is a forked child) it is bound again.
+
+    ``clear()`` purges the bucket's stream, which the client's record of the revisions it wrote and read (what
+    "read_your_writes" checks a replica's answer against) does not see: a replica that has not applied the purge
+    yet answers a value it removed, at a revision this process already knows. So the last revision the purge
+    removed is kept here, per bucket and client, and a read answered at or below it is asked again of the leader.
     """
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.handles: dict[tuple[str, KeyValueConfig, bool], tuple[Client, KeyValue]] = {}
+        self.handles: dict[tuple[str, KeyValueConfig, bool, ReadMode], tuple[Client, KeyValue]] = {}
+        self.cleared: dict[str, tuple[Client, int]] = {}
 
-    def get(self, config: KeyValueConfig, create: bool) -> KeyValue:
+    def get(self, config: KeyValueConfig, create: bool, read: ReadMode) -> KeyValue:
         client = get_client()
-        key = (config.bucket, config, create)
+        key = (config.bucket, config, create, read)
         with self.lock:
             bound = self.handles.get(key)
         if bound is not None and bound[0] is client:
             return bound[1]
-        kv = _bind(client, config, create)
+        kv = _bind(client, config, create, read)
         with self.lock:
             self.handles[key] = (client, kv)
         return kv
 
-    def forget(self, config: KeyValueConfig, create: bool) -> None:
-        """Drop the handle: its bucket was deleted under it, so the next use binds (and creates) it again."""
+    def forget(self, config: KeyValueConfig, create: bool, read: ReadMode) -> None:
+        """Drop the handle: its bucket was deleted under it, so the next use binds (and creates) it again. The
+        revision cleared goes too: the new bucket numbers its revisions from 1."""
         with self.lock:
-            self.handles.pop((config.bucket, config, create), None)
+            self.handles.pop((config.bucket, config, create, read), None)
+            self.cleared.pop(config.bucket, None)
+
+    def cleared_through(self, kv: KeyValue) -> int:
+        """The last revision this client's ``clear()`` of ``kv``'s bucket removed (0: none)."""
+        with self.lock:
+            cleared = self.cleared.get(kv.bucket)
+        return cleared[1] if cleared is not None and cleared[0] is kv.jetstream.client else 0
+
+    def clear(self, kv: KeyValue, through: int) -> None:
+        """Remember that revisions up to ``through`` of ``kv``'s bucket are purged (see the class's text)."""
+        client = kv.jetstream.client
+        with self.lock:
+            cleared = self.cleared.get(kv.bucket)
+            known = cleared[1] if cleared is not None and cleared[0] is client else 0
+            self.cleared[kv.bucket] = (client, max(known, through))
 
 
 _buckets = _Buckets()
 
 
-def _bind(client: Client, config: KeyValueConfig, create: bool) -> KeyValue:
+def _bind(client: Client, config: KeyValueConfig, create: bool, read: ReadMode) -> KeyValue:
     js = client.jetstream()
     try:
-        kv = js.key_value(config.bucket)
+        kv = js.key_value(config.bucket, read=read)
     except errors.BucketNotFoundError:
         if not create:
             raise ImproperlyConfigured(
                 f"cache bucket {config.bucket!r} does not exist and OPTIONS['CREATE'] is False"
             ) from None
         try:
-            kv = js.create_key_value(config)
+            kv = js.create_key_value(config, read=read)
             log.info("created the cache bucket %r", config.bucket)
         except errors.BucketExistsError:  # another process created it first, maybe with other options
-            kv = js.key_value(config.bucket)
+            kv = js.key_value(config.bucket, read=read)
     if kv.status().limit_marker_ttl is None:
         raise ImproperlyConfigured(
             f"bucket {config.bucket!r} has no per-key TTLs: a cache bucket needs limit_marker_ttl "
@@ -239,6 +290,11 @@ class KeyValueCache(BaseCache):  # type: ignore[misc]
             raise ImproperlyConfigured(f"KeyValueCache {location!r}: {exc}") from exc
         self._marker_ttl = self._config.limit_marker_ttl
         self._create = bool(_option(options, "CREATE", True))
+        try:
+            #: how get, get_many and has_key pick the server that answers (the module's "Reads")
+            self.read: ReadMode = check_read_mode("OPTIONS['READ']", _option(options, "READ", "read_your_writes"))
+        except errors.InvalidArgumentError as exc:
+            raise ImproperlyConfigured(f"KeyValueCache {location!r}: {exc}") from exc
         protocol = _option(options, "PICKLE_PROTOCOL", pickle.HIGHEST_PROTOCOL)
         if isinstance(protocol, bool) or not isinstance(protocol, int) or not 0 <= protocol <= pickle.HIGHEST_PROTOCOL:
             raise ImproperlyConfigured(
@@ -249,8 +305,8 @@ class KeyValueCache(BaseCache):  # type: ignore[misc]
 
     @property
     def bucket(self) -> KeyValue:
-        """The bucket, bound (and created if missing) on first use in this process."""
-        return _buckets.get(self._config, self._create)
+        """The bucket, bound (and created if missing) on first use in this process; its reads are ``READ``'s."""
+        return _buckets.get(self._config, self._create, self.read)
 
     def _run(self, operation: Callable[[KeyValue], _T]) -> _T:
         """Run ``operation`` on the bucket; if the bucket was deleted meanwhile (an admin, a test's cleanup),
@@ -259,7 +315,7 @@ class KeyValueCache(BaseCache):  # type: ignore[misc]
             return operation(self.bucket)
         except errors.BucketNotFoundError:
             log.warning("cache bucket %r was deleted; binding it again", self._config.bucket)
-            _buckets.forget(self._config, self._create)
+            _buckets.forget(self._config, self._create, self.read)
             return operation(self.bucket)
 
     # -- keys, values and timeouts ----------------------------------------------------------------------
@@ -288,9 +344,12 @@ class KeyValueCache(BaseCache):  # type: ignore[misc]
     def _pickle(self, value: Any) -> bytes:
         return pickle.dumps(value, self._protocol)
 
-    def _read(self, kv: KeyValue, key: str) -> _Stored | None:
+    def _read(self, kv: KeyValue, key: str, read: ReadMode) -> _Stored | None:
+        """The key as ``read`` says: the READ option for a plain read, "leader" for a read a write builds on."""
         try:
-            entry = kv.get(key)
+            entry = kv.get(key, read=read)
+            if read == "read_your_writes" and entry.revision <= _buckets.cleared_through(kv):
+                entry = kv.get(key, read="leader")  # a replica that has not applied this process's clear() yet
         except errors.KeyNotFoundError:  # never written, deleted, purged, or ended by its TTL
             return None
         return self._decoded(entry)
@@ -312,7 +371,7 @@ class KeyValueCache(BaseCache):  # type: ignore[misc]
     def _add(self, kv: KeyValue, nkey: str, payload: bytes, timeout: Any) -> bool:
         ttl, expires_at = self._expiry(timeout)
         if expires_at is not None and expires_at <= time.time():  # not kept; the answer is still "was it free?"
-            stored = self._read(kv, nkey)
+            stored = self._read(kv, nkey, "leader")
             return stored is None or not stored.live(time.time())
         data = encode_value(payload, expires_at)
         for _ in range(_CAS_ATTEMPTS):
@@ -320,7 +379,7 @@ class KeyValueCache(BaseCache):  # type: ignore[misc]
                 kv.create(nkey, data, ttl=ttl)
                 return True
             except errors.KeyWrongLastSequenceError:  # KeyExistsError, or a marker that came and went
-                stored = self._read(kv, nkey)
+                stored = self._read(kv, nkey, "leader")
             if stored is None:
                 continue
             if stored.live(time.time()):
@@ -335,7 +394,7 @@ class KeyValueCache(BaseCache):  # type: ignore[misc]
     def get(self, key: str, default: Any = None, version: int | None = None) -> Any:
         """The value of ``key``, or ``default`` when it is absent or expired (Django's cache API)."""
         nkey = self._key(key, version)
-        stored = self._run(lambda kv: self._read(kv, nkey))
+        stored = self._run(lambda kv: self._read(kv, nkey, self.read))
         if stored is None or not stored.live(time.time()):
             return default
         return pickle.loads(stored.payload)
@@ -367,7 +426,7 @@ class KeyValueCache(BaseCache):  # type: ignore[misc]
 
     def _touch(self, kv: KeyValue, nkey: str, timeout: Any) -> bool:
         for _ in range(_CAS_ATTEMPTS):
-            stored = self._read(kv, nkey)
+            stored = self._read(kv, nkey, "leader")
             if stored is None or not stored.live(time.time()):
                 return False
             ttl, expires_at = self._expiry(timeout)
@@ -388,7 +447,7 @@ class KeyValueCache(BaseCache):  # type: ignore[misc]
 
     def _remove(self, kv: KeyValue, nkey: str) -> bool:
         for _ in range(_CAS_ATTEMPTS):
-            stored = self._read(kv, nkey)
+            stored = self._read(kv, nkey, "leader")
             if stored is None:
                 return False
             try:
@@ -401,7 +460,7 @@ class KeyValueCache(BaseCache):  # type: ignore[misc]
     def has_key(self, key: str, version: int | None = None) -> bool:
         """Whether ``key`` holds a value that has not expired (Django's cache API)."""
         nkey = self._key(key, version)
-        stored = self._run(lambda kv: self._read(kv, nkey))
+        stored = self._run(lambda kv: self._read(kv, nkey, self.read))
         return stored is not None and stored.live(time.time())
 
     def incr(self, key: str, delta: int = 1, version: int | None = None) -> Any:
@@ -414,7 +473,7 @@ class KeyValueCache(BaseCache):  # type: ignore[misc]
 
     def _incr(self, kv: KeyValue, key: str, nkey: str, delta: int) -> Any:
         for _ in range(_CAS_ATTEMPTS):
-            stored = self._read(kv, nkey)
+            stored = self._read(kv, nkey, "leader")
             now = time.time()
             if stored is None or not stored.live(now):
                 raise ValueError(f"Key '{key}' not found")
@@ -432,11 +491,12 @@ class KeyValueCache(BaseCache):  # type: ignore[misc]
         )
 
     def get_many(self, keys: Iterable[str], version: int | None = None) -> dict[str, Any]:
-        """The live values of ``keys`` in one batched read (a ``multi_last`` direct get)."""
+        """The live values of ``keys`` in one batched read (a ``multi_last`` direct get; with READ "leader", one
+        read of the leader per key)."""
         wanted = {self._key(key, version): key for key in keys}
         if not wanted:
             return {}
-        found = self._run(lambda kv: kv.get_many(list(wanted)))
+        found = self._run(lambda kv: self._get_many(kv, list(wanted)))
         now = time.time()
         result: dict[str, Any] = {}
         for nkey, entry in found.items():
@@ -444,6 +504,17 @@ class KeyValueCache(BaseCache):  # type: ignore[misc]
             if stored is not None and stored.live(now):
                 result[wanted[nkey]] = pickle.loads(stored.payload)
         return result
+
+    def _get_many(self, kv: KeyValue, nkeys: list[str]) -> dict[str, KeyValueEntry]:
+        found = kv.get_many(nkeys, read=self.read)
+        if self.read == "read_your_writes":
+            cleared = _buckets.cleared_through(kv)
+            behind = [nkey for nkey, entry in found.items() if entry.revision <= cleared]
+            if behind:  # answered by a replica that has not applied this process's clear() yet
+                for nkey in behind:
+                    del found[nkey]
+                found.update(kv.get_many(behind, read="leader"))
+        return found
 
     def set_many(
         self, data: Mapping[str, Any], timeout: Any = DEFAULT_TIMEOUT, version: int | None = None
@@ -465,4 +536,12 @@ class KeyValueCache(BaseCache):  # type: ignore[misc]
     def clear(self) -> None:
         """Remove every key of the bucket (one purge of its stream: every prefix and version, as Django's
         ``clear`` of any backend empties the whole cache)."""
-        self._run(lambda kv: kv.jetstream.stream(kv.stream_name).purge())
+        self._run(self._clear)
+
+    def _clear(self, kv: KeyValue) -> None:
+        kv.jetstream.stream(kv.stream_name).purge()
+        # The leader's info once the purge is done: no revision below its first one exists any more (this
+        # covers a write of this process that landed between the info above and the purge, which the last
+        # revision before the purge would not).
+        after = kv.jetstream.stream_info(kv.stream_name)
+        _buckets.clear(kv, after.state.first_seq - 1)

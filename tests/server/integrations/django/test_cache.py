@@ -5,17 +5,22 @@ full bucket, and a value read back through nats-py."""
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
 import pickle
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from django.core.cache import InvalidCacheKey
 from django.core.exceptions import ImproperlyConfigured
+from django.core.management import call_command
+from django.test import override_settings
 
 from jetstream_sync import KeyValueConfig, StorageType, errors
+from jetstream_sync.integrations.django import close_clients
 from jetstream_sync.integrations.django.cache import (
     HEADER,
     MAX_KEY_LENGTH,
@@ -74,6 +79,49 @@ def test_options_are_checked_when_the_cache_is_made(name):
     with pytest.raises(ImproperlyConfigured, match="PICKLE_PROTOCOL"):
         make_cache(name, PICKLE_PROTOCOL="5")
     assert make_cache(name, PICKLE_PROTOCOL=2)._protocol == 2
+    with pytest.raises(ImproperlyConfigured, match=r"OPTIONS\['READ'\].*'read_your_writes', 'leader'.*'replica'"):
+        make_cache(name, READ="replica")
+    assert make_cache(name).read == "read_your_writes" and make_cache(name, READ="leader").read == "leader"
+
+
+def test_manage_py_check_reports_a_wrong_option(name):
+    """Django's own cache checks make every cache of CACHES, so the option's error stops ``manage.py check``."""
+    backend = "jetstream_sync.integrations.django.cache.KeyValueCache"
+    caches = {"default": {"BACKEND": backend, "LOCATION": name, "OPTIONS": {"READ": "x"}}}
+    with override_settings(CACHES=caches), pytest.raises(ImproperlyConfigured, match=r"OPTIONS\['READ'\]"):
+        call_command("check", stdout=io.StringIO())
+
+
+@pytest.mark.parametrize("mode", ["read_your_writes", "leader", "direct"])
+def test_plain_reads_use_the_read_option_and_reads_a_write_builds_on_ask_the_leader(monkeypatch, name, mode):
+    """get, get_many and has_key read as READ says; add, incr/decr, touch, delete and a set or add with a
+    timeout of 0 read the revision they write on from the leader, whatever READ says."""
+    cache = make_cache(name, READ=mode)
+    kv = cache.bucket
+    assert kv.read == mode  # the handle the backend binds (and ``cache.bucket`` hands out) reads as READ says
+    reads: list[str] = []
+    real_get, real_get_many = kv.get, kv.get_many
+    monkeypatch.setattr(kv, "get", lambda key, **kw: reads.append(kw["read"]) or real_get(key, **kw))
+    monkeypatch.setattr(kv, "get_many", lambda keys, **kw: reads.append(kw["read"]) or real_get_many(keys, **kw))
+
+    def read_by(operation: Callable[[], object]) -> list[str]:
+        reads.clear()
+        operation()
+        return reads[:]
+
+    cache.set("n", 1)
+    assert read_by(lambda: cache.get("n")) == [mode]
+    assert read_by(lambda: cache.has_key("n")) == [mode]
+    assert read_by(lambda: cache.get_many(["n", "missing"])) == [mode]
+    assert read_by(lambda: cache.add("n", 2)) == ["leader"]  # create refused: is the value live?
+    assert set(read_by(lambda: cache.incr("n"))) == {"leader"}
+    assert set(read_by(lambda: cache.decr("n"))) == {"leader"}
+    assert set(read_by(lambda: cache.touch("n", 60))) == {"leader"}
+    assert set(read_by(lambda: cache.add("n", 2, timeout=0))) == {"leader"}
+    assert set(read_by(lambda: cache.set("n", 2, timeout=0))) == {"leader"}
+    cache.set("n", 3)
+    assert set(read_by(lambda: cache.delete("n"))) == {"leader"}
+    assert cache.get("n") is None
 
 
 def test_timeouts_become_the_entrys_ttl_and_the_stored_expiry(js, cache):
@@ -195,6 +243,27 @@ def test_a_deleted_bucket_is_created_again(js, name, cache):
     assert cache.get("k") is None
     cache.set("k", "w")
     assert cache.get("k") == "w" and js.key_value(name).status().limit_marker_ttl == 1
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=errors.StaleReadError,
+    reason="jetstream_sync.jetstream._consistency: a client's known revisions outlive the bucket's stream, so "
+    "after a delete and re-create a key's new revision (from 1 again) reads as a stale answer",
+)
+def test_a_deleted_bucket_is_created_again_after_a_key_had_revisions(nats_server, js, name):
+    """As above, with a key written twice before the bucket went: its new value is revision 1 of the new
+    stream, below the revision 2 this process's client remembers of the old one."""
+    with override_settings(JETSTREAM={"SERVERS": [nats_server.url], "NAME": "recreated", "TIMEOUT": 1}):
+        cache = make_cache(name)
+        try:
+            cache.set("k", "v")
+            cache.set("k", "v2")
+            js.delete_key_value(name)
+            cache.set("k", "w")
+            assert cache.get("k") == "w"
+        finally:
+            close_clients()
 
 
 def test_a_refused_write_removes_the_key_and_is_reported(js, name, caplog):
