@@ -23,7 +23,9 @@ refuses the field), so the client keeps what it needs itself. Three read modes:
     had (see the reliability guide). All such reads load one server.
 
 Known revisions are per client, for :data:`KNOWN_KEYS` keys at most (the least recently used are forgotten
-first), and shared by every handle of that client.
+first), and shared by every handle of that client. They are filed under the stream's incarnation (its name and
+creation time): a bucket deleted and made anew starts its revisions at 1 again, and a handle that meets
+revisions below what it knows asks the stream's info, and moves on to the new incarnation when it finds one.
 """
 
 from __future__ import annotations
@@ -37,8 +39,9 @@ from .. import errors
 
 if TYPE_CHECKING:
     from ..client import Client
+    from ..models import StreamInfo
 
-__all__ = ["KNOWN_KEYS", "KnownRevisions", "ReadMode", "check_read_mode", "known_revisions_of"]
+__all__ = ["KNOWN_KEYS", "KnownRevisions", "ReadMode", "check_read_mode", "incarnation_of", "known_revisions_of"]
 
 #: how a read picks the server that answers it, and what it checks (see the module's text)
 ReadMode = Literal["direct", "read_your_writes", "leader"]
@@ -53,6 +56,12 @@ def check_read_mode(field: str, value: object) -> ReadMode:
     if value not in _READ_MODES:
         raise errors.InvalidArgumentError(field, f"must be one of {', '.join(map(repr, _READ_MODES))}, got {value!r}")
     return value  # type: ignore[return-value]
+
+
+def incarnation_of(info: StreamInfo) -> str:
+    """The name under which :class:`KnownRevisions` files a stream's keys: its name and creation time, so a
+    stream deleted and made anew under the same name (revisions from 1 again) is another stream to it."""
+    return f"{info.config.name}@{info.created.isoformat()}"
 
 
 class KnownRevisions:

@@ -11,6 +11,7 @@ matching keys cross the network and a restart or reconnect in the middle costs n
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
@@ -24,7 +25,7 @@ from ...message import Msg
 from ...models import DeliverPolicy, StoredMsg, StreamInfo
 from ...models.kv import KV_STREAM_PREFIX, KeyValueEntry, KeyValueOp, KeyValueStatus
 from .._bucket import BucketWalk
-from .._consistency import ReadMode, check_read_mode, known_revisions_of
+from .._consistency import ReadMode, check_read_mode, incarnation_of, known_revisions_of
 from ..consumers import OrderedConsumer, OrderedConsumerConfig
 from ..direct import direct_get_last_raw
 from ..publish import PublishOptions
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
     from ..context import JetStream
 
 __all__ = ["KeyValue"]
+
+log = logging.getLogger("jetstream_sync")
 
 _DELETE_HEADERS = {OPERATION_HEADER: KeyValueOp.DELETE.value}
 _PURGE_HEADERS = {OPERATION_HEADER: KeyValueOp.PURGE.value, "Nats-Rollup": "sub"}
@@ -86,6 +89,9 @@ class KeyValue:
         self.read: ReadMode = check_read_mode("read", read)
         self._mirrored = config.mirror is not None
         self._known = known_revisions_of(js.client)
+        # What the client knows is of one incarnation of the stream: a bucket deleted and made anew starts its
+        # revisions again at 1, and must not be held to the old ones.
+        self._incarnation = incarnation_of(info)
         self._api_prefix = api_prefix
 
     def __repr__(self) -> str:
@@ -204,12 +210,12 @@ class KeyValue:
             else:
                 seq = self.jetstream.publish(subject, data, headers, options=options).seq
             if not self._mirrored:
-                self._known.saw(self._api_prefix, self._stream.name, self.prefix + key, seq)
+                self._known.saw(self._api_prefix, self._incarnation, self.prefix + key, seq)
             return seq
         except errors.WrongLastSequenceError as exc:
             found = _WRONG_LAST.search(exc.description)
             if found is not None and not self._mirrored:  # 10071 names the key's revision the server has
-                self._known.saw(self._api_prefix, self._stream.name, self.prefix + key, int(found[1]))
+                self._known.saw(self._api_prefix, self._incarnation, self.prefix + key, int(found[1]))
             raise errors.KeyWrongLastSequenceError(
                 exc.code, exc.err_code, f"key {key!r} in bucket {self.bucket!r}: {exc.description}"
             ) from exc
@@ -310,10 +316,10 @@ class KeyValue:
         return found
 
     def _known_revision(self, key: str) -> int:
-        return self._known.known(self._api_prefix, self._stream.name, self.prefix + key)
+        return self._known.known(self._api_prefix, self._incarnation, self.prefix + key)
 
     def _saw(self, key: str, revision: int) -> None:
-        self._known.saw(self._api_prefix, self._stream.name, self.prefix + key, revision)
+        self._known.saw(self._api_prefix, self._incarnation, self.prefix + key, revision)
 
     def _last(self, key: str, mode: ReadMode) -> KeyValueEntry:
         """The key's latest entry, read as ``mode`` says (see the class's text)."""
@@ -332,7 +338,7 @@ class KeyValue:
             )
         if stored is None:
             if use_leader:  # the leader's "not found": the key's history was purged; nothing to check against
-                self._known.forget(self._api_prefix, self._stream.name, subject)
+                self._known.forget(self._api_prefix, self._incarnation, subject)
             raise errors.KeyNotFoundError(f"key {key!r} not found in bucket {self.bucket!r}")
         self._saw(key, stored.seq)
         return self._entry(key, stored)
@@ -372,7 +378,7 @@ class KeyValue:
         while True:
             stored = self._read(key, get, deadline)
             known = self._known_revision(key)
-            if stored is None or stored.seq >= known:
+            if stored is None or stored.seq >= known or self._replaced():
                 return stored
             left = deadline - time.monotonic()
             if left <= delay:
@@ -385,6 +391,20 @@ class KeyValue:
                 )
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
+
+    def _replaced(self) -> bool:
+        """Whether the bucket's stream was deleted and made anew since this handle last looked (its creation
+        time changed): then what the client knew of its revisions is void, and the handle moves to the new one."""
+        try:
+            info = self._stream.info()
+        except errors.JetStreamError:
+            return False
+        now = incarnation_of(info)
+        if now == self._incarnation:
+            return False
+        log.info("bucket %s was deleted and created anew; its revisions start again", self.bucket)
+        self._incarnation = now
+        return True
 
     def _unanswered(self, exc: Exception) -> Exception:
         """A read the bucket's stream did not answer (a direct get has no responders once the stream is gone):

@@ -28,7 +28,7 @@ from ... import errors
 from ...models import StoredMsg
 from ...models.object_store import ObjectInfo
 from .._bucket import stream_as_bucket
-from .._consistency import ReadMode, known_revisions_of
+from .._consistency import ReadMode, incarnation_of, known_revisions_of
 from ..streams import Stream
 from ._meta import ROLLUP_HEADERS, decode_info, encode_info, meta_subject
 
@@ -77,7 +77,9 @@ class MetaRecords:
             if read != "leader" and self._stream.cached_info.config.allow_direct:
                 with contextlib.suppress(errors.MessageNotFoundError):
                     stored = self._stream.get_last_msg(subject, direct=True)
-                behind = (stored.seq if stored else 0) < self._known.known(prefix, self._stream.name, subject)
+                behind = (stored.seq if stored else 0) < self._known.known(
+                    prefix, incarnation_of(self._stream.cached_info), subject
+                )
                 if read == "read_your_writes" and behind:
                     stored = None
                     read = "leader"
@@ -94,7 +96,7 @@ class MetaRecords:
             raise
         if stored is None:
             return Current(None, 0)
-        self._known.saw(prefix, self._stream.name, subject, stored.seq)
+        self._known.saw(prefix, incarnation_of(self._stream.cached_info), subject, stored.seq)
         try:
             return Current(decode_info(stored.data, self.bucket, stored.time), stored.seq)
         except errors.BadObjectMetaError as exc:
@@ -125,7 +127,10 @@ class MetaRecords:
                         expected_last_subject_sequence=current.seq,
                     )
                 self._known.saw(
-                    self.jetstream.api_prefix, self._stream.name, meta_subject(self.bucket, record.name), ack.seq
+                    self.jetstream.api_prefix,
+                    incarnation_of(self._stream.cached_info),
+                    meta_subject(self.bucket, record.name),
+                    ack.seq,
                 )
             except errors.WrongLastSequenceError as exc:
                 attempt += 1

@@ -245,12 +245,6 @@ def test_a_deleted_bucket_is_created_again(js, name, cache):
     assert cache.get("k") == "w" and js.key_value(name).status().limit_marker_ttl == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=errors.StaleReadError,
-    reason="jetstream_sync.jetstream._consistency: a client's known revisions outlive the bucket's stream, so "
-    "after a delete and re-create a key's new revision (from 1 again) reads as a stale answer",
-)
 def test_a_deleted_bucket_is_created_again_after_a_key_had_revisions(nats_server, js, name):
     """As above, with a key written twice before the bucket went: its new value is revision 1 of the new
     stream, below the revision 2 this process's client remembers of the old one."""

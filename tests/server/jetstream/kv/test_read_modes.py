@@ -45,7 +45,7 @@ def test_a_key_whose_history_was_purged_is_not_found_and_forgotten(kv, client):
     with pytest.raises(errors.KeyNotFoundError):
         kv.get("gone")
     known = known_revisions_of(client)
-    assert known.known(kv.jetstream.api_prefix, kv.stream_name, kv.prefix + "gone") == 0
+    assert known.known(kv.jetstream.api_prefix, kv._incarnation, kv.prefix + "gone") == 0
 
 
 def test_each_compare_and_set_carries_its_own_message_id(kv):
@@ -59,3 +59,15 @@ def test_each_compare_and_set_carries_its_own_message_id(kv):
 
 def entry_id(kv, revision: int) -> str | None:
     return kv.jetstream.stream(kv.stream_name).get_msg(revision).headers.get("Nats-Msg-Id")
+
+
+def test_a_bucket_made_anew_under_a_handle_is_read_without_holding_it_to_the_old_revisions(js, name):
+    """Revisions start at 1 again in a bucket deleted and created anew: the old handle's reads find the new
+    incarnation (its stream's creation time) instead of taking revision 1 for a stale answer."""
+    old = js.create_key_value(KeyValueConfig(bucket=name))
+    old.put("k", b"1")
+    old.put("k", b"2")
+    js.delete_key_value(name)
+    js.create_key_value(KeyValueConfig(bucket=name)).put("k", b"new")
+    assert (old.get("k").value, old.get("k").revision) == (b"new", 1)
+    assert old.put("k", b"newer") == 2 and old.get("k").value == b"newer"
