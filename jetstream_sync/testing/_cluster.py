@@ -13,7 +13,7 @@ package connected to every node, so a node going down does not blind the helper.
         nc = connect(cluster.urls)
         js.create_stream(StreamConfig(name="S", subjects=["s.>"], num_replicas=3))
         old = cluster.leader_of("S")
-        cluster.step_down("S")             # returns the new leader's index, once elected
+        cluster.step_down("S")             # the new leader's index, once elected (else StepDownError says why)
         cluster.servers[old].kill(); cluster.servers[old].restart()
 """
 
@@ -129,15 +129,16 @@ def _transient(exc: JetStreamError) -> bool:
 
     A member that sees no leader answers 10008 at once (ClusterUnavailableError), often before the leader itself
     (the first answer wins); a request that reached a node which has just stopped leading goes unanswered
-    (TimeoutError); the raft node answers "not leader" (10041) when leadership moved between the server's checks;
-    a node restarting answers nothing at all ("no responders", which the API reports as JetStreamNotEnabledError
+    (TimeoutError); the raft node answers "not leader" (10041) when leadership moved between the server's checks,
+    and "no suitable peers" (10005) when the successor named has become the leader meanwhile or is not known; a
+    node restarting answers nothing at all ("no responders", which the API reports as JetStreamNotEnabledError
     with no err_code), or the admin client is reconnecting (NotConnectedError).
     """
     if isinstance(exc, (ClusterUnavailableError, JetStreamTimeoutError, NotConnectedError)):
         return True
     if isinstance(exc, JetStreamNotEnabledError):
         return exc.err_code == 0
-    return isinstance(exc, APIError) and exc.err_code == _RAFT_GENERAL
+    return isinstance(exc, APIError) and exc.err_code in (_RAFT_GENERAL, _NO_PEERS)
 
 
 class EmbeddedCluster:
