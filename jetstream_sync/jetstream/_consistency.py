@@ -31,6 +31,7 @@ revisions below what it knows asks the stream's info, and moves on to the new in
 from __future__ import annotations
 
 import threading
+import time
 import weakref
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Literal, get_args
@@ -41,12 +42,23 @@ if TYPE_CHECKING:
     from ..client import Client
     from ..models import StreamInfo
 
-__all__ = ["KNOWN_KEYS", "KnownRevisions", "ReadMode", "check_read_mode", "incarnation_of", "known_revisions_of"]
+__all__ = [
+    "DOUBT_WINDOW",
+    "KNOWN_KEYS",
+    "KnownRevisions",
+    "ReadMode",
+    "check_read_mode",
+    "incarnation_of",
+    "known_revisions_of",
+]
 
 #: how a read picks the server that answers it, and what it checks (see the module's text)
 ReadMode = Literal["direct", "read_your_writes", "leader"]
 _READ_MODES: tuple[str, ...] = get_args(ReadMode)
 
+#: seconds after an unanswered write during which a compare-and-set refusal of that stream is confirmed: a
+#: deposed stream leader steps down at most about 20 s after it lost its quorum (nats-server's raft)
+DOUBT_WINDOW = 30.0
 #: the most keys a client remembers a revision of, for read_your_writes (about 150 bytes each)
 KNOWN_KEYS = 50_000
 
@@ -75,6 +87,17 @@ class KnownRevisions:
         self._lock = threading.Lock()
         self._capacity = capacity
         self._known: OrderedDict[tuple[str, str, str], int] = OrderedDict()
+        self._timed_out: dict[tuple[str, str], float] = {}
+
+    def write_timed_out(self, prefix: str, stream: str) -> None:
+        """Remember that a write of this client to ``stream`` went unanswered: a server cut off from its
+        cluster may hold it in flight, and answer for the stream falsely until it steps down."""
+        self._timed_out[(prefix, stream)] = time.monotonic()
+
+    def doubtful(self, prefix: str, stream: str) -> bool:
+        """Whether a write of this client to ``stream`` went unanswered within :data:`DOUBT_WINDOW` seconds."""
+        when = self._timed_out.get((prefix, stream))
+        return when is not None and time.monotonic() - when < DOUBT_WINDOW
 
     def saw(self, prefix: str, stream: str, subject: str, revision: int) -> None:
         """Remember that ``subject`` of ``stream`` had ``revision`` (a write's ack, or an entry read)."""

@@ -1,20 +1,25 @@
-"""A compare-and-set write whose refusal is confirmed before it is reported.
+"""A compare-and-set write whose refusal is confirmed when the server that refused it may have been deposed.
 
-On a replicated stream nats-server refuses a write that expects a key's last revision with 10164 ("wrong last
-sequence", no number) while another write to the key is being replicated. A history checker saw such a refusal
-reported for a write that was stored after all (within a second after a partition healed; see
-``docs/upstream/``). A caller told "not written" about a write that happened builds on a wrong state, so every
-compare-and-set carries a unique ``Nats-Msg-Id``, and a 10164 refusal is checked by sending the same message
-again. The server looks the id up before anything else (``checkMsgHeadersPreClusteredProposal``):
+Just after a network partition heals, two nodes can both believe they lead a stream: the old leader, cut off
+for a few seconds and not yet stepped down, and the one the majority elected meanwhile. Both answer a publish,
+and the client keeps the first answer. The old leader answers first, from stale state: 10164 ("wrong last
+sequence", while a write it could never commit holds the key in flight) or 10071 naming an old revision. The new
+leader stores the write a moment later. The caller is told "not written" about a write that happened
+(reproduced in ``docs/upstream/kv-cas-refused-but-stored.md``, nearly every attempt).
 
-- the first write was stored: the answer is a duplicate acknowledgement with its sequence, the write's revision;
-- it is still being stored: 10158 ("duplicate message id is in process"), so ask again shortly;
-- it was refused: the id is unknown and the expectation is checked anew; a refusal now (10071 or 10164) is the
-  answer, and if the conflicting write has meanwhile failed, the write is stored now, which is also a truthful
-  outcome of the call.
+The answers themselves look alike, but the client can tell when one is in doubt:
 
-A 10071 refusal ("wrong last sequence: N") is the leader's check against the revision it has, and is final.
-The check costs one more round trip per 10164 refusal, none otherwise.
+- the refusal names a revision older than one this client has already written or read for the key (only a
+  stale server says that); or
+- a write of this client to the stream went unanswered in the last :data:`~.._consistency.DOUBT_WINDOW`
+  seconds (the in-flight write behind a deposed leader's 10164 is such a write).
+
+Every compare-and-set carries a unique ``Nats-Msg-Id``, and a refusal in doubt is confirmed by sending the same
+message again after :data:`CONFIRM_AFTER` seconds, by when a deposed leader whose routes are back has stepped
+down. The stream checks the id before anything else (``checkMsgHeadersPreClusteredProposal``): a duplicate
+acknowledgement means the first attempt was stored (its sequence is the write's revision); 10158 means it is
+still being stored (asked again); a refusal now comes from the real leader; a plain acknowledgement means it is
+stored now, which is what the caller asked for. A refusal not in doubt costs nothing more.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from __future__ import annotations
 import base64
 import os
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import attrs
@@ -32,10 +38,11 @@ from ..publish import PublishOptions
 if TYPE_CHECKING:
     from ..context import JetStream
 
-__all__ = ["compare_and_set", "is_compare_and_set"]
+__all__ = ["CONFIRM_AFTER", "compare_and_set", "is_compare_and_set"]
 
-# "wrong last sequence" while another write to the subject is in flight: possibly stored after all
-_IN_FLIGHT_REFUSAL = 10164
+#: seconds before a refusal in doubt is checked by sending the write again: two raft heartbeats, enough for a
+#: deposed leader whose routes are back to learn of the new term and step down
+CONFIRM_AFTER = 2.0
 # "duplicate message id is in process": the first attempt is being stored right now
 _ID_IN_PROCESS = 10158
 
@@ -46,17 +53,26 @@ def is_compare_and_set(options: PublishOptions | None) -> bool:
 
 
 def compare_and_set(
-    js: JetStream, subject: str, data: bytes, headers: dict[str, str] | None, options: PublishOptions
+    js: JetStream,
+    subject: str,
+    data: bytes,
+    headers: dict[str, str] | None,
+    options: PublishOptions,
+    in_doubt: Callable[[errors.WrongLastSequenceError], bool],
 ) -> int:
-    """Calling thread: publish a compare-and-set with a fresh message id; its stream sequence, or the
-    WrongLastSequenceError of a refusal confirmed as described above, within the context's timeout."""
+    """Calling thread: publish a compare-and-set with a fresh message id, within the context's timeout; its
+    stream sequence, or the WrongLastSequenceError of a refusal (confirmed first when ``in_doubt`` says so).
+
+    A refusal in doubt that cannot be confirmed within the timeout raises TimeoutError: its outcome is unknown.
+    """
+    deadline = time.monotonic() + js.timeout
     options = attrs.evolve(options, msg_id=_new_id())
     try:
         return js.publish(subject, data, headers, options=options).seq
     except errors.WrongLastSequenceError as refusal:
-        if refusal.err_code != _IN_FLIGHT_REFUSAL:
+        if not in_doubt(refusal):
             raise
-        return _confirm(js, subject, data, headers, options, refusal)
+        return _confirm(js, subject, data, headers, options, refusal, deadline)
 
 
 def _confirm(
@@ -66,26 +82,34 @@ def _confirm(
     headers: dict[str, str] | None,
     options: PublishOptions,
     refusal: errors.WrongLastSequenceError,
+    deadline: float,
 ) -> int:
-    deadline = time.monotonic() + js.timeout
-    delay = 0.005
+    if time.monotonic() + CONFIRM_AFTER >= deadline:
+        raise _unconfirmed(subject, refusal)
+    time.sleep(CONFIRM_AFTER)
+    delay = 0.05
     while True:
+        left = deadline - time.monotonic()
         try:
-            return js.publish(
-                subject, data, headers, options=options, timeout=max(0.001, deadline - time.monotonic())
-            ).seq
+            return js.publish(subject, data, headers, options=options, timeout=max(0.001, left)).seq
         except errors.WrongLastSequenceError:
-            raise refusal from None  # the id is unknown to the stream: the first attempt was not stored
+            raise refusal from None  # refused again, now by the leader: the first attempt was not stored
+        except errors.TimeoutError as exc:
+            raise _unconfirmed(subject, refusal) from exc
         except errors.APIError as exc:
-            if exc.err_code != _ID_IN_PROCESS and not isinstance(exc, errors.ClusterUnavailableError):
-                raise
-            if time.monotonic() + delay >= deadline:
-                raise errors.TimeoutError(
-                    f"a compare-and-set on {subject} was refused with 10164 while another write was in flight, and "
-                    "whether it was stored after all could not be confirmed in time; read the key to find out"
-                ) from exc
+            in_process = exc.err_code == _ID_IN_PROCESS or isinstance(exc, errors.ClusterUnavailableError)
+            if not in_process or time.monotonic() + delay >= deadline:
+                raise _unconfirmed(subject, refusal) from exc
         time.sleep(delay)
         delay = min(delay * 2, 0.5)
+
+
+def _unconfirmed(subject: str, refusal: errors.WrongLastSequenceError) -> errors.TimeoutError:
+    return errors.TimeoutError(
+        f"a compare-and-set on {subject} was refused ({refusal.description}) by a server that may have been "
+        "cut off from its cluster (a write of this client to the stream went unanswered moments before), and "
+        "whether it was stored could not be confirmed within the timeout; read the key to find out"
+    )
 
 
 def _new_id() -> str:

@@ -206,7 +206,7 @@ class KeyValue:
         subject = self._put_prefix + key
         try:
             if options is not None and is_compare_and_set(options):
-                seq = compare_and_set(self.jetstream, subject, data, headers, options)
+                seq = compare_and_set(self.jetstream, subject, data, headers, options, lambda r: self._in_doubt(key, r))
             else:
                 seq = self.jetstream.publish(subject, data, headers, options=options).seq
             if not self._mirrored:
@@ -219,6 +219,11 @@ class KeyValue:
             raise errors.KeyWrongLastSequenceError(
                 exc.code, exc.err_code, f"key {key!r} in bucket {self.bucket!r}: {exc.description}"
             ) from exc
+        except errors.TimeoutError:
+            # Unanswered: the write may be held in flight by a server cut off from its cluster, which would then
+            # refuse compare-and-sets of this bucket falsely until it steps down (see _cas.py).
+            self._known.write_timed_out(self._api_prefix, self._incarnation)
+            raise
         except errors.NoStreamResponseError as exc:
             raise errors.BucketNotFoundError(404, 10059, f"bucket {self.bucket!r} not found: {exc}") from exc
         except errors.MessageTooLargeError as exc:
@@ -229,6 +234,15 @@ class KeyValue:
             raise errors.BucketFullError(
                 exc.code, exc.err_code, f"bucket {self.bucket!r} refused key {key!r}: {exc.description}"
             ) from exc
+
+    def _in_doubt(self, key: str, refusal: errors.WrongLastSequenceError) -> bool:
+        """Whether a compare-and-set refusal may come from a deposed stream leader (see ``_cas.py``): it names a
+        revision older than this client has seen for the key, or a write of this client to the bucket went
+        unanswered moments ago."""
+        found = _WRONG_LAST.search(refusal.description)
+        if found is not None and not self._mirrored and int(found[1]) < self._known_revision(key):
+            return True
+        return self._known.doubtful(self._api_prefix, self._incarnation)
 
     def _ttl_options(self, ttl: float | timedelta | None, base: PublishOptions) -> PublishOptions:
         if ttl is None:

@@ -132,3 +132,60 @@ def test_an_object_read_from_another_connection_after_a_completed_put_is_the_new
             if get.get_bytes("report") != data or get.info("report").digest != stored.digest:
                 wrong.append(version)
         assert wrong == []
+
+
+def _repro():
+    """docs/upstream/repro_cas_10164.py as a module: its view of the stream's leader from each node's /jsz."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[3] / "docs" / "upstream" / "repro_cas_10164.py"
+    spec = importlib.util.spec_from_file_location("repro_cas_10164", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.timeout(240)
+def test_a_compare_and_set_refused_by_a_deposed_leader_but_stored_is_reported_stored(nats_cluster):
+    """docs/upstream/kv-cas-refused-but-stored.md: the stream leader L is cut off while this client's write to a
+    key is in flight there; the majority elects L'; the partition heals. L, not yet stepped down, refuses the
+    next compare-and-set at once (10164) while L' stores it. The client, whose write went unanswered moments
+    before, confirms the refusal by sending the write again under its message id: a duplicate answer, so the
+    call returns the revision instead of a false KeyWrongLastSequenceError. No value reported refused is ever
+    stored."""
+    repro = _repro()
+    with jetstream_sync.connect(nats_cluster.urls, name="everyone", max_reconnect_attempts=-1) as everyone:
+        kv = everyone.jetstream(timeout=30).create_key_value(KeyValueConfig(bucket=repro.BUCKET, replicas=3))
+        rev = kv.put("k", b"v0")
+        leader = repro.wait_leader(nats_cluster, list(range(nats_cluster.size)))
+        node = nats_cluster.names.index(leader)
+        refused: list[bytes] = []
+        stored: list[bytes] = []
+        url = nats_cluster.servers[node].url
+        with jetstream_sync.connect(url, name="on-the-leader", max_reconnect_attempts=-1) as p:
+            quick = p.jetstream(timeout=1).key_value(repro.BUCKET)
+            nats_cluster.partition(node)
+            with pytest.raises(errors.TimeoutError):  # L proposes it and cannot commit it
+                quick.update("k", b"during-partition", last=rev)
+            repro.wait_leader(nats_cluster, [i for i in range(nats_cluster.size) if i != node], leader)
+            nats_cluster.heal(node)
+            patient = p.jetstream(timeout=10).key_value(repro.BUCKET)  # room for the 2 s confirmation
+            healed = time.monotonic()
+            i = 0
+            while time.monotonic() - healed < repro.CAS_FOR and not stored:
+                value = b"cas-%d" % i
+                i += 1
+                try:
+                    patient.update("k", value, last=rev)
+                    stored.append(value)
+                except errors.KeyWrongLastSequenceError:
+                    refused.append(value)
+                except errors.TimeoutError:
+                    pass  # unknown outcome, said so: neither reported stored nor refused
+                time.sleep(repro.CAS_EVERY)
+        repro.wait_leader(nats_cluster, list(range(nats_cluster.size)))
+        final = kv.get("k", read="leader").value
+    assert final not in refused, f"{final!r} was reported refused and is stored"
+    assert stored == [final] or final in (b"v0",), (stored, final)
