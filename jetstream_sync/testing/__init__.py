@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from ._checker import check_history as check_history
     from ._cluster import ClusterError as ClusterError
     from ._cluster import EmbeddedCluster as EmbeddedCluster
+    from ._cluster import StepDownError as StepDownError
     from ._history import History as History
     from ._history import HistoryEvent as HistoryEvent
     from ._history import Operation as Operation
@@ -92,6 +93,7 @@ __all__ = [
     "ScriptedServerError",
     "ServerNotInstalledError",
     "ServerStartError",
+    "StepDownError",
     "check_history",
     "find_server_binary",
     "pause_node",
@@ -102,7 +104,7 @@ __all__ = [
 pytest_plugins = ["jetstream_sync.testing.plugin"]
 
 _LAZY = dict.fromkeys(("Direction", "FaultProxy", "FaultProxyError", "Frame", "FramePredicate", "FrameRule"), "._proxy")
-_LAZY.update(dict.fromkeys(("ClusterError", "EmbeddedCluster"), "._cluster"))
+_LAZY.update(dict.fromkeys(("ClusterError", "EmbeddedCluster", "StepDownError"), "._cluster"))
 _LAZY.update(dict.fromkeys(("History", "HistoryEvent", "Operation", "PendingOperation"), "._history"))
 _LAZY.update(dict.fromkeys(("CheckResult", "KeyResult", "check_history"), "._checker"))
 _LAZY.update(dict.fromkeys(("ANOMALY_KINDS", "Anomaly"), "._anomalies"))

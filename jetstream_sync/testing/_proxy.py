@@ -395,7 +395,9 @@ class FaultProxy:
         deadline = time.monotonic() + timeout
         for link in links:
             thread = link.thread
-            if thread is not None and thread is not threading.current_thread():
+            # A link admitted a moment ago may not have its thread started yet (it is started outside the lock);
+            # it ends at once when it does, since an aborted link refuses to attach. Nothing to join then.
+            if thread is not None and thread.ident is not None and thread is not threading.current_thread():
                 thread.join(max(0.0, deadline - time.monotonic()))
                 if thread.is_alive():
                     logger.warning("fault proxy %s: thread %s did not end in time", self.url, thread.name)
