@@ -380,7 +380,11 @@ def main(argv: list[str]) -> int:
         "violations": broken,
     }
     (out / f"{name}.json").write_text(json.dumps(saved, indent=1) + "\n")
-    header = [f"`{env['command']}`, {env['date']}, {env['machine']}, {env['python']}, {env['nats-server']}", ""]
+    header = [
+        f"`{env['command']}`, {env['date']}, {env['machine']}, {env['python']}, {env['nats-server']}, load average "
+        "{:.2f} at start, {:.2f} at end".format(env["loadavg_start"][0], env["loadavg_end"][0]),
+        "",
+    ]
     (out / f"{name}.md").write_text("\n".join(header + lines) + "\n")
     print(f"  results:        {out / name}.json and .md")
     return 1 if broken else 0
