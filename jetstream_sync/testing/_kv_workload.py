@@ -83,7 +83,9 @@ class KVWorkload:
 
     ``threads`` workers share ``connections`` clients and operate for ``duration`` seconds on ``keys`` keys
     (``read_share`` of their operations reads, ``cas_share`` compare-and-sets, the rest writes), each call
-    bounded by ``op_timeout``. ``faults`` (names from ``FAULTS``; empty for none) are applied one at a time:
+    bounded by ``op_timeout`` (the client's default, 5 s: a shorter one turns every compare-and-set refusal the
+    client must confirm, which takes 2 s after a fault, into an unknown outcome, and the checker learns less
+    from those). ``faults`` (names from ``FAULTS``; empty for none) are applied one at a time:
     a quiet spell of ``quiet`` seconds (a (low, high) range), the fault held for ``hold`` seconds, healed.
     ``seed`` makes the choices repeatable (the timing never is). ``check_time_limit`` is the checker's time
     budget per key.
@@ -106,7 +108,7 @@ class KVWorkload:
         read: str | None = None,
         read_share: float = 0.5,
         cas_share: float = 0.25,
-        op_timeout: float = 2.0,
+        op_timeout: float = 5.0,
         faults: Sequence[str] = FAULTS,
         quiet: tuple[float, float] = (1.0, 3.0),
         hold: tuple[float, float] = (2.0, 5.0),

@@ -106,10 +106,9 @@ class Nemesis:
         :meth:`heal`."""
         fault = fault or self._rng.choice(self.faults)
         node, role = self._target()
-        name = self.cluster.names[node]
-        what = f"{name}{role}"
-        if fault == "step_down":
-            what = f"{self.stream}, led by {name}"
+        what = f"{self.cluster.names[node]}{role}"
+        if fault == "step_down":  # always the leader's: the target only matters to the other faults
+            what = self.stream
         self.history.note(fault, what)
         logger.info("nemesis: %s %s", fault, what)
         try:
@@ -128,8 +127,7 @@ class Nemesis:
             elif fault == "restart":
                 self.cluster.restart_node(node, _START_TIMEOUT)
             elif fault == "step_down":
-                new = self.cluster.step_down(self.stream)
-                what += f" -> {self.cluster.names[new]}"
+                what += f", new leader {self.cluster.names[self.cluster.step_down(self.stream)]}"
         except (JetStreamError, OSError) as exc:  # no election in time, a slow restart, a process gone: noted
             logger.warning("nemesis: %s %s did not complete: %s", fault, what, exc)
             self.history.note(f"{fault} incomplete", f"{what}: {exc}")

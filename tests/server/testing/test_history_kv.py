@@ -4,8 +4,9 @@ the count of each anomaly per mode.
 
     python -m pytest tests/server/testing/test_history_kv.py -m soak -s     # the per-mode runs, about 5 min
 
-``JETSTREAM_SYNC_KV_WORKLOAD_SECONDS`` changes the soak's duration per mode, ``JETSTREAM_SYNC_HISTORY_DIR`` keeps
-its histories (JSON lines, one file per mode) and results there, for ``History.load`` and ``check_history``.
+``JETSTREAM_SYNC_KV_WORKLOAD_SECONDS`` changes the soak's duration per mode, ``JETSTREAM_SYNC_KV_WORKLOAD_SEED`` its
+seed (37), ``JETSTREAM_SYNC_HISTORY_DIR`` keeps its histories (JSON lines, one file per mode) and results there, for
+``History.load`` and ``check_history``.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ READ_MODES = ["direct", "read_your_writes", "leader"]
 needs_read_modes = pytest.mark.skipif(not HAS_READ_MODES, reason="KeyValue.get has no read= in this client yet")
 SHORT = 12.0
 SOAK_SECONDS = float(os.environ.get("JETSTREAM_SYNC_KV_WORKLOAD_SECONDS", "90"))
+#: every mode's run makes the same choices (operations, faults, their targets and timing); only the machine differs
+SOAK_SEED = int(os.environ.get("JETSTREAM_SYNC_KV_WORKLOAD_SEED", "37"))
 #: anomalies that no read mode allows: a write lost, a refusal that was applied, a CAS on a replaced value
 NEVER = ("lost-write", "refused-but-applied", "lost-update", "garbage-read")
 
@@ -112,7 +115,8 @@ def test_read_modes_under_faults(tmp_path):
     rows = {}
     for mode in READ_MODES:
         with EmbeddedCluster(size=3) as cluster:
-            result = KVWorkload(cluster, duration=SOAK_SECONDS, read=mode, check_time_limit=120).run()
+            workload = KVWorkload(cluster, duration=SOAK_SECONDS, read=mode, seed=SOAK_SEED, check_time_limit=120)
+            result = workload.run()
         print(f"\n{result.summary()}")
         result.history.save(out / f"kv-history-{mode}.jsonl")
         rows[mode] = result
