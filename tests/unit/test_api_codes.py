@@ -271,7 +271,8 @@ def test_update_consumer_of_a_missing_consumer_raises_consumer_not_found():
 
 def test_a_sealed_object_store_still_says_so():
     """MetaRecords.write_errors looks for 10109 among APIErrors; the typed StreamSealedError is one."""
-    records = MetaRecords(None, "b", None)
+    records = MetaRecords.__new__(MetaRecords)  # write_errors needs only the bucket's name: no client here
+    records.bucket = "b"
     with pytest.raises(errors.ObjectStoreSealedError, match="bucket 'b' is sealed"), records.write_errors():
         raise errors.api_error(400, 10109, "invalid operation on sealed stream")
     assert not issubclass(errors.StreamSealedError, errors.StreamStoreFailedError)  # the stores' "bucket full"
