@@ -15,7 +15,9 @@ checker's register compares.
 How an outcome is recorded decides what the checker may conclude, so it errs on the side of "unknown": only
 ``KeyWrongLastSequenceError`` (the server compared and refused) is a definite ``fail``; a timeout, a lost
 connection, "no leader" and every other error are ``info`` (the write may still be applied), and the thread
-carries on as a new process, as Jepsen's do.
+carries on as a new process, as Jepsen's do: thread ``t`` is process ``t``, then ``t + threads``, and so on, so
+``process % threads`` is the thread, and thread ``t`` uses connection ``t % connections`` (the final reads of
+connection ``c`` are processes ``c`` modulo ``threads`` too). A value ``t<t>-<n>`` was written by thread ``t``.
 
 The read mode (``read=``) is the variable the workload exists to measure: ``"direct"`` (any replica),
 ``"read_your_writes"`` and ``"leader"``, as ``KeyValue.get(read=...)`` takes them. ``None`` leaves the argument
@@ -224,7 +226,7 @@ class KVWorkload:
     def _work(self, t: int, kv: KeyValue, stop: threading.Event) -> None:
         """One worker: random operations on random keys until ``stop``."""
         rng = random.Random(self.seed * 1000 + t)
-        process = self.history.new_process()
+        process = t  # t, then t + threads, t + 2 * threads... after each unknown outcome (module docstring)
         count = 0
         while not stop.is_set():
             key = rng.choice(self.keys)
@@ -239,18 +241,19 @@ class KVWorkload:
             else:
                 sure = self._put(process, kv, key, f"t{t}-{count}")
             if not sure:
-                process = self.history.new_process()  # the last call may still be going on (Jepsen's rule)
+                process += self.threads  # the last call may still be going on (Jepsen's rule)
 
     def _final_reads(self, handles: list[KeyValue]) -> None:
         """After the heal: every connection reads every key a few times; a write lost in a failover shows here."""
         for _round in range(_FINAL_ROUNDS):
             time.sleep(_FINAL_PAUSE)  # gives a replica that is catching up its chance, as a client would
-            for kv in handles:
-                process = self.history.new_process()
+            base = -(-self.history.new_process() // self.threads) * self.threads  # a multiple of threads, unused
+            for c, kv in enumerate(handles):
+                process = base + c
                 for key in self.keys:
                     sure, _value, _revision = self._get(process, kv, key)
                     if not sure:
-                        process = self.history.new_process()
+                        process += self.threads
 
     # -- one operation ----------------------------------------------------------------------------------------
     def _get(self, process: int, kv: KeyValue, key: str) -> tuple[bool, str | None, int | None]:
