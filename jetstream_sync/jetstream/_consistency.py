@@ -34,22 +34,25 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Literal, get_args
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal, NamedTuple, get_args
 
 from .. import errors
 
 if TYPE_CHECKING:
     from ..client import Client
-    from ..models import StreamInfo
+    from ..models import StoredMsg, StreamInfo
 
 __all__ = [
     "DOUBT_WINDOW",
     "KNOWN_KEYS",
+    "Answer",
     "KnownRevisions",
     "ReadMode",
     "check_read_mode",
     "incarnation_of",
     "known_revisions_of",
+    "read_checked",
 ]
 
 #: how a read picks the server that answers it, and what it checks (see the module's text)
@@ -68,6 +71,30 @@ def check_read_mode(field: str, value: object) -> ReadMode:
     if value not in _READ_MODES:
         raise errors.InvalidArgumentError(field, f"must be one of {', '.join(map(repr, _READ_MODES))}, got {value!r}")
     return value  # type: ignore[return-value]
+
+
+class Answer(NamedTuple):
+    """What :func:`read_checked` read: the message (None: "not found") and whether the stream leader said so."""
+
+    stored: StoredMsg | None
+    from_leader: bool
+
+
+def read_checked(
+    mode: ReadMode,
+    allow_direct: bool,
+    direct: Callable[[], StoredMsg | None],
+    leader: Callable[[], StoredMsg | None],
+    behind: Callable[[StoredMsg | None], bool],
+) -> Answer:
+    """Calling thread: one read as ``mode`` says. ``direct`` asks any replica, ``leader`` the stream leader (also
+    when the stream allows no direct get); under ``read_your_writes`` a replica's answer that ``behind`` calls
+    older than what the client knows is passed over for the leader's."""
+    if mode != "leader" and allow_direct:
+        stored = direct()
+        if mode == "direct" or not behind(stored):
+            return Answer(stored, False)
+    return Answer(leader(), True)
 
 
 def incarnation_of(info: StreamInfo) -> str:

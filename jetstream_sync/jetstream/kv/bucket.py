@@ -25,7 +25,7 @@ from ...message import Msg
 from ...models import DeliverPolicy, StoredMsg, StreamInfo
 from ...models.kv import KV_STREAM_PREFIX, KeyValueEntry, KeyValueOp, KeyValueStatus
 from .._bucket import BucketWalk
-from .._consistency import ReadMode, check_read_mode, incarnation_of, known_revisions_of
+from .._consistency import ReadMode, check_read_mode, incarnation_of, known_revisions_of, read_checked
 from ..consumers import OrderedConsumer, OrderedConsumerConfig
 from ..direct import direct_get_last_raw
 from ..publish import PublishOptions
@@ -213,9 +213,9 @@ class KeyValue:
                 self._known.saw(self._api_prefix, self._incarnation, self.prefix + key, seq)
             return seq
         except errors.WrongLastSequenceError as exc:
-            found = _WRONG_LAST.search(exc.description)
-            if found is not None and not self._mirrored:  # 10071 names the key's revision the server has
-                self._known.saw(self._api_prefix, self._incarnation, self.prefix + key, int(found[1]))
+            named = _named_revision(exc)
+            if named is not None and not self._mirrored:  # 10071 names the key's revision the server has
+                self._known.saw(self._api_prefix, self._incarnation, self.prefix + key, named)
             raise errors.KeyWrongLastSequenceError(
                 exc.code, exc.err_code, f"key {key!r} in bucket {self.bucket!r}: {exc.description}"
             ) from exc
@@ -239,8 +239,8 @@ class KeyValue:
         """Whether a compare-and-set refusal may come from a deposed stream leader (see ``_cas.py``): it names a
         revision older than this client has seen for the key, or a write of this client to the bucket went
         unanswered moments ago."""
-        found = _WRONG_LAST.search(refusal.description)
-        if found is not None and not self._mirrored and int(found[1]) < self._known_revision(key):
+        named = _named_revision(refusal)
+        if named is not None and not self._mirrored and named < self._known_revision(key):
             return True
         return self._known.doubtful(self._api_prefix, self._incarnation)
 
@@ -339,19 +339,21 @@ class KeyValue:
         """The key's latest entry, read as ``mode`` says (see the class's text)."""
         subject = self.prefix + key
         deadline = time.monotonic() + self.jetstream.timeout
-        stored: StoredMsg | None = None
-        use_leader = mode == "leader" or not self._stream.cached_info.config.allow_direct
-        if not use_leader:
-            stored = self._read(
+        known = self._known_revision(key)
+        answer = read_checked(
+            mode,
+            bool(self._stream.cached_info.config.allow_direct),
+            lambda: self._read(
                 key, lambda left: self._stream.get_last_msg(subject, direct=True, timeout=left), deadline
-            )
-            use_leader = mode == "read_your_writes" and (stored.seq if stored else 0) < self._known_revision(key)
-        if use_leader:
-            stored = self._leader_read(
+            ),
+            lambda: self._leader_read(
                 key, lambda left: self._stream.get_last_msg(subject, direct=False, timeout=left), deadline
-            )
+            ),
+            lambda stored: (stored.seq if stored else 0) < known,
+        )
+        stored = answer.stored
         if stored is None:
-            if use_leader:  # the leader's "not found": the key's history was purged; nothing to check against
+            if answer.from_leader:  # the leader's "not found": the key's history was purged; nothing to check
                 self._known.forget(self._api_prefix, self._incarnation, subject)
             raise errors.KeyNotFoundError(f"key {key!r} not found in bucket {self.bucket!r}")
         self._saw(key, stored.seq)
@@ -361,13 +363,14 @@ class KeyValue:
         """The key's entry at ``revision``; a replica that does not have it while this client knows the key
         reached it is behind, and the leader is asked (read_your_writes)."""
         deadline = time.monotonic() + self.jetstream.timeout
-        stored: StoredMsg | None = None
-        use_leader = mode == "leader" or not self._stream.cached_info.config.allow_direct
-        if not use_leader:
-            stored = self._read(key, lambda left: self._stream.get_msg(revision, direct=True, timeout=left), deadline)
-            use_leader = mode == "read_your_writes" and stored is None and revision <= self._known_revision(key)
-        if use_leader:
-            stored = self._read(key, lambda left: self._stream.get_msg(revision, direct=False, timeout=left), deadline)
+        reached = revision <= self._known_revision(key)
+        stored = read_checked(
+            mode,
+            bool(self._stream.cached_info.config.allow_direct),
+            lambda: self._read(key, lambda left: self._stream.get_msg(revision, direct=True, timeout=left), deadline),
+            lambda: self._read(key, lambda left: self._stream.get_msg(revision, direct=False, timeout=left), deadline),
+            lambda stored: stored is None and reached,
+        ).stored
         if stored is None:
             raise errors.KeyNotFoundError(f"key {key!r} has no revision {revision} in bucket {self.bucket!r}")
         return self._checked_entry(key, revision, stored)
@@ -600,6 +603,12 @@ def _covers(wide: str, narrow: str) -> bool:
         if i >= len(n) or n[i] == ">" or token not in ("*", n[i]):
             return False
     return len(w) == len(n)
+
+
+def _named_revision(refusal: errors.WrongLastSequenceError) -> int | None:
+    """The key's revision a 10071 refusal names ("wrong last sequence: 12"); None for 10164, which names none."""
+    found = _WRONG_LAST.search(refusal.description)
+    return None if found is None else int(found[1])
 
 
 def _revision(field: str, value: object) -> int:

@@ -28,7 +28,7 @@ from ... import errors
 from ...models import StoredMsg
 from ...models.object_store import ObjectInfo
 from .._bucket import stream_as_bucket
-from .._consistency import ReadMode, incarnation_of, known_revisions_of
+from .._consistency import ReadMode, incarnation_of, known_revisions_of, read_checked
 from ..streams import Stream
 from ._meta import ROLLUP_HEADERS, decode_info, encode_info, meta_subject
 
@@ -72,19 +72,15 @@ class MetaRecords:
         ``strict``, else it counts as no object (what a put overwrites)."""
         subject = meta_subject(self.bucket, name)
         prefix = self.jetstream.api_prefix
+        known = self._known.known(prefix, incarnation_of(self._stream.cached_info), subject)
         try:
-            stored: StoredMsg | None = None
-            if read != "leader" and self._stream.cached_info.config.allow_direct:
-                with contextlib.suppress(errors.MessageNotFoundError):
-                    stored = self._stream.get_last_msg(subject, direct=True)
-                behind = (stored.seq if stored else 0) < self._known.known(
-                    prefix, incarnation_of(self._stream.cached_info), subject
-                )
-                if read == "read_your_writes" and behind:
-                    stored = None
-                    read = "leader"
-            if read == "leader" or not self._stream.cached_info.config.allow_direct:
-                stored = self._stream.get_last_msg(subject, direct=False)
+            stored = read_checked(
+                read,
+                bool(self._stream.cached_info.config.allow_direct),
+                lambda: self._direct_last(subject),
+                lambda: self._stream.get_last_msg(subject, direct=False),
+                lambda stored: (stored.seq if stored else 0) < known,
+            ).stored
         except errors.MessageNotFoundError:
             return Current(None, 0)
         except errors.StreamNotFoundError as exc:
@@ -104,6 +100,13 @@ class MetaRecords:
                 raise
             log.warning("object store %s: overwriting unreadable metadata of %r: %s", self.bucket, name, exc)
             return Current(None, stored.seq)
+
+    def _direct_last(self, subject: str) -> StoredMsg | None:
+        """A replica's latest message on ``subject``; None when it has none."""
+        try:
+            return self._stream.get_last_msg(subject, direct=True)
+        except errors.MessageNotFoundError:
+            return None
 
     def write(
         self, name: str, make: Callable[[ObjectInfo | None], ObjectInfo | None], *, strict: bool = True
