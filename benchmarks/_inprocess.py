@@ -19,9 +19,9 @@ import jetstream_sync
 sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
 
 from _common import percentile, proc_status_kib
-from run import environment
+from run import environment, save_results
 
-__all__ = ["environment", "percentile", "proc_status_kib", "warm_up_process"]
+__all__ = ["environment", "percentile", "proc_status_kib", "save_results", "warm_up_process"]
 
 
 def warm_up_process(url: str) -> None:

@@ -30,11 +30,8 @@ written per run to benchmarks/results/ (or --out). The machine is shared and noi
 from __future__ import annotations
 
 import argparse
-import datetime
 import itertools
-import json
 import os
-import platform
 import random
 import statistics
 import sys
@@ -50,7 +47,7 @@ from jetstream_sync.jetstream.kv import KeyValue
 from jetstream_sync.testing import EmbeddedCluster, EmbeddedServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _inprocess import environment, percentile
+from _inprocess import environment, percentile, save_results
 
 HERE = Path(__file__).resolve().parent
 BUCKET = "MODES"
@@ -367,10 +364,6 @@ def main(argv: list[str]) -> int:
     env["loadavg_end"] = os.getloadavg()
     print("  load average:   {:.2f} {:.2f} {:.2f} at end".format(*env["loadavg_end"]))
     print(f"  total time:     {time.perf_counter() - started:.0f} s")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    name = f"{stamp}-kv-read-modes-py{platform.python_version()}-{mode}"
     saved = {
         "environment": env,
         "mode": mode,
@@ -379,14 +372,13 @@ def main(argv: list[str]) -> int:
         "setups": {setup.name: document(setup) for setup in setups},
         "violations": broken,
     }
-    (out / f"{name}.json").write_text(json.dumps(saved, indent=1) + "\n")
     header = [
         f"`{env['command']}`, {env['date']}, {env['machine']}, {env['python']}, {env['nats-server']}, load average "
         "{:.2f} at start, {:.2f} at end".format(env["loadavg_start"][0], env["loadavg_end"][0]),
         "",
     ]
-    (out / f"{name}.md").write_text("\n".join(header + lines) + "\n")
-    print(f"  results:        {out / name}.json and .md")
+    stem = save_results(args.out, "kv-read-modes-", mode, saved, header + lines)
+    print(f"  results:        {stem}.json and .md")
     return 1 if broken else 0
 
 

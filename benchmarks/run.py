@@ -423,6 +423,18 @@ def check_targets(table: Table) -> list[dict[str, Any]]:
     return rows
 
 
+def save_results(out_dir: str, label: str, mode: str, document: dict[str, Any], lines: list[str]) -> Path:
+    """Write a run's results as JSON and Markdown into ``out_dir``, named by the UTC time, ``label`` (a prefix
+    such as ``"kv-read-modes-"``), the Python version and ``mode``; the path both share, without suffix."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stem = out / f"{stamp}-{label}py{platform.python_version()}-{mode}"
+    stem.with_name(stem.name + ".json").write_text(json.dumps(document, indent=1) + "\n")
+    stem.with_name(stem.name + ".md").write_text("\n".join(lines) + "\n")
+    return stem
+
+
 def environment(argv: list[str], script: str = "benchmarks/run.py") -> dict[str, Any]:
     """Where and with what a run measured: printed at its start and kept in its results file; ``script`` and
     ``argv`` make the command that repeats it (kv.py, object_store.py and otel_overhead.py report theirs)."""
@@ -497,10 +509,6 @@ def main(argv: list[str]) -> int:
     print(f"\n  clients: {', '.join(env['clients'])}")
     print("  load average:   {:.2f} {:.2f} {:.2f} at end; {:.0f} s in all".format(
         *env["loadavg_end"], time.monotonic() - started))  # fmt: skip
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    name = f"{stamp}-py{platform.python_version()}-{mode}"
     document = {
         "environment": env,
         "mode": mode,
@@ -511,9 +519,8 @@ def main(argv: list[str]) -> int:
         "skipped": table.skipped,
         "errors": table.errors,
     }
-    (out / f"{name}.json").write_text(json.dumps(document, indent=1) + "\n")
-    (out / f"{name}.md").write_text("\n".join(lines) + "\n")
-    print(f"  results: {out / name}.json and .md")
+    stem = save_results(args.out, "", mode, document, lines)
+    print(f"  results: {stem}.json and .md")
     return 1 if table.errors else 0
 
 
