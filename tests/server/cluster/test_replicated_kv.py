@@ -184,7 +184,7 @@ def test_a_compare_and_set_refused_by_a_deposed_leader_but_stored_is_reported_st
                     refused.append(value)
                 except errors.TimeoutError:
                     pass  # unknown outcome, said so: neither reported stored nor refused
-                time.sleep(repro.CAS_EVERY)
+                time.sleep(repro.CAS_EVERY)  # the report's pace of compare-and-sets after the heal
         repro.wait_leader(nats_cluster, list(range(nats_cluster.size)))
         final = kv.get("k", read="leader").value
     assert final not in refused, f"{final!r} was reported refused and is stored"

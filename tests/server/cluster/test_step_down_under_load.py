@@ -128,7 +128,7 @@ def test_a_step_down_right_after_a_heal_waits_out_the_healed_node(nats_cluster, 
         leader = nats_cluster.leader_of("ORDERS")
         follower = next(i for i in range(nats_cluster.size) if i != leader)
         nats_cluster.partition(follower)
-        time.sleep(1.0)
+        time.sleep(1.0)  # the fault's length: cut long enough for the follower to lose sight of the leader
         nats_cluster.heal(follower)
         _step_down_once(nats_cluster, k)
         nats_cluster.wait_formed()  # the next cycle starts from a whole cluster, its routes back

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -50,20 +51,27 @@ def _with_bucket(cluster: EmbeddedCluster, bucket: str) -> None:
         nc.jetstream(timeout=30).create_key_value(KeyValueConfig(bucket=bucket, replicas=3))
 
 
+def _until_anomaly(
+    cluster: EmbeddedCluster, repro: ModuleType, attempt: Callable[[int], Coroutine[Any, Any, dict[str, Any]]]
+) -> dict[str, Any]:
+    """Run a reproducer's attempts (each on a whole cluster) until one shows its anomaly; that attempt's result."""
+    _with_bucket(cluster, repro.BUCKET)
+    results: list[dict[str, Any]] = []
+    for n in range(ATTEMPTS):
+        results.append(asyncio.run(attempt(n)))
+        if results[-1]["anomaly"]:
+            break
+        cluster.wait_formed()
+    assert results[-1]["anomaly"], results
+    return results[-1]
+
+
 @pytest.mark.cluster
 @pytest.mark.soak
 @pytest.mark.timeout(300)
 def test_a_cas_refused_with_10164_by_the_healed_node_is_stored_by_the_new_leader(nats_cluster):
     repro = _load("repro_cas_10164.py")
-    _with_bucket(nats_cluster, repro.BUCKET)
-    results: list[dict[str, Any]] = []
-    for n in range(ATTEMPTS):
-        results.append(asyncio.run(repro.attempt_nats_py(nats_cluster, n, 2.0)))
-        if results[-1]["anomaly"]:
-            break
-        nats_cluster.wait_formed()
-    result = results[-1]
-    assert result["anomaly"], results
+    result = _until_anomaly(nats_cluster, repro, lambda n: repro.attempt_nats_py(nats_cluster, n, 2.0))
     answers = [answer for _, answer in result["answers_to_stored"]]
     assert answers[0].startswith("10164") and any(a.startswith("ack") for a in answers[1:]), result
     # the client-side way out: the same message again, same Nats-Msg-Id, is a duplicate of the stored one
@@ -75,12 +83,5 @@ def test_a_cas_refused_with_10164_by_the_healed_node_is_stored_by_the_new_leader
 @pytest.mark.timeout(300)
 def test_a_partitioned_leader_answers_leader_reads_from_its_stale_store(nats_cluster):
     repro = _load("repro_stale_leader_read.py")
-    _with_bucket(nats_cluster, repro.BUCKET)
-    results: list[dict[str, Any]] = []
-    for n in range(ATTEMPTS):
-        results.append(asyncio.run(repro.attempt_nats_py(nats_cluster, n, True)))
-        if results[-1]["anomaly"]:
-            break
-        nats_cluster.wait_formed()
-    assert results[-1]["anomaly"], results
-    assert results[-1]["stale_reads"] > 0
+    result = _until_anomaly(nats_cluster, repro, lambda n: repro.attempt_nats_py(nats_cluster, n, True))
+    assert result["stale_reads"] > 0
