@@ -107,12 +107,24 @@ async def attempt_nats_py(cluster: EmbeddedCluster, n: int, meta_too: bool) -> d
     cluster.heal(node)
     await p.close()
     await m.close()
+    return outcome(cluster, leader, meta, new, acked - partitioned, during)
+
+
+def outcome(
+    cluster: EmbeddedCluster,
+    leader: str,
+    meta: int | None,
+    new: str,
+    acked_after: float,
+    during: list[tuple[float, str]],
+) -> dict[str, Any]:
+    """What one attempt saw: the reads of the cut-off leader that still returned v0 after v1 was acknowledged."""
     stale = [(round(t, 1), a) for t, a in during if a == "v0"]
     return {
         "old_leader": leader,
         "meta_leader_was": cluster.names[meta] if meta is not None else None,
         "new_leader": new,
-        "v1_acked_at": round(acked - partitioned, 1),
+        "v1_acked_at": round(acked_after, 1),
         "stale_reads": len(stale),
         "stale_from_to": (stale[0][0], stale[-1][0]) if stale else None,
         "then": during[-1],
@@ -153,17 +165,7 @@ def attempt_jetstream_sync(cluster: EmbeddedCluster, n: int) -> dict[str, Any]:
                 break  # L no longer answers as leader
             time.sleep(READ_EVERY)
         cluster.heal(node)
-    stale = [(round(t, 1), a) for t, a in during if a == "v0"]
-    return {
-        "old_leader": leader,
-        "meta_leader_was": cluster.names[meta] if meta is not None else None,
-        "new_leader": new,
-        "v1_acked_at": round(acked - partitioned, 1),
-        "stale_reads": len(stale),
-        "stale_from_to": (stale[0][0], stale[-1][0]) if stale else None,
-        "then": during[-1],
-        "anomaly": bool(stale),
-    }
+    return outcome(cluster, leader, meta, new, acked - partitioned, during)
 
 
 def main() -> None:
