@@ -134,8 +134,10 @@ def test_the_gate_stays_shut_until_a_reconnect_has_replayed_the_subscriptions(fa
         gate = gate_of(nc)
         assert gate.bound
         reconnects = runtime.reconnects
+        fault_proxy.refuse()  # held off until the test has seen the gate shut: a quick reconnect could hide it
         fault_proxy.cut()
         wait_until(lambda: not gate.bound, timeout=5)  # the lost connection is noticed
+        fault_proxy.refuse(False)
         while runtime.reconnects == reconnects:
             bound = gate.bound  # read before the count: the callback counts first, then opens
             if runtime.reconnects == reconnects:
