@@ -68,18 +68,10 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("jetstream_sync.spark needs PySpark and PyArrow: pip install 'jetstream-sync[spark]'") from exc
 
-from .datasource import (
-    READ_SCHEMA,
-    JetStreamBatchReader,
-    JetStreamBatchWriter,
-    JetStreamCommitMessage,
-    JetStreamDataSource,
-    JetStreamStreamReader,
-    JetStreamStreamWriter,
-    SequenceRange,
-)
+from .datasource import READ_SCHEMA, JetStreamBatchReader, JetStreamDataSource, JetStreamStreamReader, SequenceRange
 from .options import ConnectionOptions, ReadOptions, WriteOptions, parse_read_options, parse_write_options
 from .reading import DataLossError
+from .sink import JetStreamBatchWriter, JetStreamCommitMessage, JetStreamStreamWriter
 
 __all__ = [
     "READ_SCHEMA",
