@@ -24,133 +24,24 @@ if shutil.which("java") is None:  # pragma: no cover - depends on the machine
     pytest.skip("PySpark needs Java on PATH", allow_module_level=True)
 
 from pyspark.errors import PySparkException
-from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import BinaryType
 
 import jetstream_sync
 from jetstream_sync import ConsumerConfig, StreamConfig, errors
-from jetstream_sync.integrations._clients import close_process_clients
 from jetstream_sync.integrations.spark.reading import plan_ranges, read_range
 from jetstream_sync.spark import (
     READ_SCHEMA,
-    JetStreamDataSource,
     parse_read_options,
     parse_write_options,
 )
 from tests.helpers import REPO_ROOT
+from tests.server.integrations.spark.helpers import publish, seqs, source, stream_source
 
 pytestmark = pytest.mark.spark
 
 BIG = 100_000
-
-_LOG4J = """\
-rootLogger.level = error
-rootLogger.appenderRef.stderr.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
-"""
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _close_cached_clients() -> Iterator[None]:
-    """Reads in this (driver) process cache one client per connection, as executors do: end them with this
-    module, so the tests after it that count the library's threads start from none."""
-    yield
-    close_process_clients()
-
-
-@pytest.fixture(scope="session")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
-    """One small local Spark for the session: 2 cores, task retries, quiet logs, no UI."""
-    work = tmp_path_factory.mktemp("spark")
-    log4j = work / "log4j2.properties"
-    log4j.write_text(_LOG4J)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PYSPARK_PYTHON", sys.executable)
-        mp.setenv("PYSPARK_DRIVER_PYTHON", sys.executable)
-        mp.setenv("SPARK_LOCAL_IP", "127.0.0.1")
-        session = (
-            SparkSession.builder.master("local[2,3]")
-            .appName("jetstream-sync-tests")
-            .config("spark.driver.memory", "1g")
-            .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.shuffle.partitions", "2")
-            .config("spark.default.parallelism", "2")
-            .config("spark.sql.session.timeZone", "UTC")
-            .config("spark.sql.execution.arrow.maxRecordsPerBatch", "1000")
-            .config("spark.sql.streaming.stopTimeout", "30s")
-            .config("spark.local.dir", str(work / "local"))
-            .config("spark.sql.warehouse.dir", str(work / "warehouse"))
-            .getOrCreate()
-        )
-        session.sparkContext.setLogLevel("ERROR")
-        session.dataSource.register(JetStreamDataSource)
-        try:
-            yield session
-        finally:
-            session.stop()
-
-
-@pytest.fixture(scope="module")
-def nc(nats_server) -> Iterator[jetstream_sync.Client]:
-    with jetstream_sync.connect(nats_server.url, name="spark-tests") as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
-def js(nc) -> jetstream_sync.JetStream:
-    return nc.jetstream(timeout=30)
-
-
-@pytest.fixture
-def new_stream(js) -> Iterator:
-    """Make streams named for this test; deleted afterwards (only these: other tests share the server)."""
-    made: list[str] = []
-
-    def make(*, allow_direct: bool = True, **config) -> jetstream_sync.Stream:
-        name = "SP" + uuid.uuid4().hex[:10].upper()
-        made.append(name)
-        return js.create_stream(StreamConfig(name=name, subjects=[f"{name}.>"], allow_direct=allow_direct, **config))
-
-    yield make
-    for name in made:
-        js.delete_stream(name)
-
-
-def publish(js, stream: str, count: int, *, start: int = 0, every_header: int = 0) -> None:
-    """``count`` messages on ``<stream>.a`` / ``.b`` (by parity) with payload ``m<i>``; headers every n-th."""
-    futures = []
-    for i in range(start, start + count):
-        headers = {"X-I": str(i), "X-Multi": ["1", "2"]} if every_header and i % every_header == 0 else None
-        futures.append(js.publish_async(f"{stream}.{'ab'[i % 2]}", b"m%d" % i, headers))
-    js.publish_async_complete(timeout=60)
-    assert all(not f.result().duplicate for f in futures)
-
-
-def source(spark: SparkSession, url: str, stream: str, **options: object):
-    reader = spark.read.format("jetstream").option("servers", url).option("stream", stream)
-    for key, value in options.items():
-        reader = reader.option(key, str(value))
-    return reader.load()
-
-
-def stream_source(spark: SparkSession, url: str, stream: str, **options: object):
-    reader = spark.readStream.format("jetstream").option("servers", url).option("stream", stream)
-    for key, value in options.items():
-        reader = reader.option(key, str(value))
-    return reader.load()
-
-
-def seqs(df) -> list[int]:
-    return sorted(row.seq for row in df.select("seq").collect())
-
 
 # -- batch reads --------------------------------------------------------------------------------------------------
 
