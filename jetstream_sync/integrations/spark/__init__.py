@@ -69,6 +69,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("jetstream_sync.spark needs PySpark and PyArrow: pip install 'jetstream-sync[spark]'") from exc
 
 from .datasource import READ_SCHEMA, JetStreamBatchReader, JetStreamDataSource, JetStreamStreamReader, SequenceRange
+from .offsets import StreamOffset, StreamRecreatedError
 from .options import ConnectionOptions, ReadOptions, WriteOptions, parse_read_options, parse_write_options
 from .reading import DataLossError
 from .sink import JetStreamBatchWriter, JetStreamCommitMessage, JetStreamStreamWriter
@@ -85,6 +86,8 @@ __all__ = [
     "JetStreamStreamWriter",
     "ReadOptions",
     "SequenceRange",
+    "StreamOffset",
+    "StreamRecreatedError",
     "WriteOptions",
     "parse_read_options",
     "parse_write_options",

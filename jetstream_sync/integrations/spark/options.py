@@ -32,6 +32,7 @@ __all__ = [
 log = logging.getLogger("jetstream_sync.spark")
 
 ReadMode = Literal["auto", "direct", "consumer"]
+StartingTimeStrategy = Literal["latest", "error"]
 Start = int | Literal["earliest", "latest"]
 
 _CONNECTION_KEYS = (
@@ -54,8 +55,13 @@ _READ_KEYS = (
     "subjects",
     "startingSequence",
     "startingTime",
+    "startingTimeStrategy",
     "endingSequence",
+    "endingTime",
     "maxMessagesPerTrigger",
+    "minMessagesPerTrigger",
+    "maxTriggerDelay",
+    "pollInterval",
     "numPartitions",
     "minPartitionSize",
     "failOnDataLoss",
@@ -72,6 +78,9 @@ DEFAULT_MIN_PARTITION_SIZE = 10_000
 DEFAULT_FETCH_BATCH_SIZE = 5_000
 DEFAULT_FETCH_MAX_BYTES = 8 * 1024 * 1024
 DEFAULT_MAX_IN_FLIGHT = 4_000
+#: the least time between two asks for the stream's end: an idle query makes at most 1/this STREAM.INFO a second
+DEFAULT_POLL_INTERVAL = 0.25
+DEFAULT_MAX_TRIGGER_DELAY = 15 * 60.0  # Kafka's maxTriggerDelay default
 # The server keeps times as int64 nanoseconds since 1970: later times overflow and select the wrong message.
 _EARLIEST_TIME = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _LATEST_TIME = datetime(2262, 4, 11, tzinfo=timezone.utc)
@@ -105,8 +114,13 @@ class ReadOptions:
     subjects: tuple[str, ...] = ()
     starting_sequence: Start
     starting_time: datetime | None = None
+    starting_time_strategy: StartingTimeStrategy = "latest"
     ending_sequence: int | Literal["latest"] | None = None
+    ending_time: datetime | None = None
     max_messages_per_trigger: int | None = None
+    min_messages_per_trigger: int | None = None
+    max_trigger_delay: float = DEFAULT_MAX_TRIGGER_DELAY
+    poll_interval: float = DEFAULT_POLL_INTERVAL
     num_partitions: int = DEFAULT_NUM_PARTITIONS
     min_partition_size: int = DEFAULT_MIN_PARTITION_SIZE
     fail_on_data_loss: bool = True
@@ -165,7 +179,7 @@ def _int(options: dict[str, str], name: str, default: int, minimum: int = 1) -> 
     return number
 
 
-def _seconds(options: dict[str, str], name: str, default: float) -> float:
+def _seconds(options: dict[str, str], name: str, default: float, *, zero: bool = False) -> float:
     text = _text(options, name)
     if text is None:
         return default
@@ -173,8 +187,9 @@ def _seconds(options: dict[str, str], name: str, default: float) -> float:
         seconds = float(text)
     except ValueError:
         raise errors.InvalidArgumentError(name, f"must be a number of seconds, got {text!r}") from None
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise errors.InvalidArgumentError(name, f"must be a positive number of seconds, got {text!r}")
+    if not math.isfinite(seconds) or seconds < 0 or (seconds == 0 and not zero):
+        kind = "a number of seconds >= 0" if zero else "a positive number of seconds"
+        raise errors.InvalidArgumentError(name, f"must be {kind}, got {text!r}")
     return seconds
 
 
@@ -277,16 +292,34 @@ def parse_read_options(raw: Mapping[str, str], *, streaming: bool) -> ReadOption
     starting_time = _time(options, "startingTime")
     if starting is not None and starting_time is not None:
         raise errors.InvalidArgumentError("startingTime", "cannot be combined with startingSequence; set one")
+    strategy = (_text(options, "startingTimeStrategy") or "latest").lower()
+    if strategy not in {"latest", "error"}:
+        raise errors.InvalidArgumentError("startingTimeStrategy", f"must be latest or error, got {strategy!r}")
     ending = _sequence(options, "endingSequence", ("latest",))
-    if streaming and ending is not None:
-        raise errors.InvalidArgumentError("endingSequence", "is for batch reads; a streaming query has no end")
+    ending_time = _time(options, "endingTime")
+    for name, value in (("endingSequence", ending), ("endingTime", ending_time)):
+        if streaming and value is not None:
+            raise errors.InvalidArgumentError(name, "is for batch reads; a streaming query has no end")
+    if ending is not None and ending_time is not None:
+        raise errors.InvalidArgumentError("endingTime", "cannot be combined with endingSequence; set one")
     if isinstance(ending, int) and isinstance(starting, int) and ending < starting:
         raise errors.InvalidArgumentError("endingSequence", f"{ending} is below startingSequence {starting}")
-    max_per_trigger: int | None = None
-    if _text(options, "maxMessagesPerTrigger") is not None:
-        if not streaming:
-            raise errors.InvalidArgumentError("maxMessagesPerTrigger", "is for streaming reads (readStream)")
-        max_per_trigger = _int(options, "maxMessagesPerTrigger", 0)
+    if ending_time is not None and starting_time is not None and ending_time < starting_time:
+        raise errors.InvalidArgumentError("endingTime", f"{ending_time} is before startingTime {starting_time}")
+    per_trigger = {
+        name: _int(options, name, 0) if _text(options, name) is not None else None
+        for name in ("maxMessagesPerTrigger", "minMessagesPerTrigger")
+    }
+    for name in ("maxMessagesPerTrigger", "minMessagesPerTrigger", "maxTriggerDelay", "pollInterval"):
+        if not streaming and _text(options, name) is not None:
+            raise errors.InvalidArgumentError(name, "is for streaming reads (readStream)")
+    max_per_trigger, min_per_trigger = per_trigger["maxMessagesPerTrigger"], per_trigger["minMessagesPerTrigger"]
+    if max_per_trigger is not None and min_per_trigger is not None and min_per_trigger > max_per_trigger:
+        raise errors.InvalidArgumentError(
+            "minMessagesPerTrigger", f"{min_per_trigger} is above maxMessagesPerTrigger {max_per_trigger}"
+        )
+    if min_per_trigger is None and _text(options, "maxTriggerDelay") is not None:
+        raise errors.InvalidArgumentError("maxTriggerDelay", "bounds the wait of minMessagesPerTrigger: set that too")
     mode = (_text(options, "readMode") or "auto").lower()
     if mode not in {"auto", "direct", "consumer"}:
         raise errors.InvalidArgumentError("readMode", f"must be auto, direct or consumer, got {mode!r}")
@@ -298,8 +331,13 @@ def parse_read_options(raw: Mapping[str, str], *, streaming: bool) -> ReadOption
         subjects=subjects,
         starting_sequence=default_start if starting is None else starting,  # type: ignore[arg-type]
         starting_time=starting_time,
-        ending_sequence=("latest" if not streaming else None) if ending is None else ending,  # type: ignore[arg-type]
+        starting_time_strategy=strategy,  # type: ignore[arg-type]
+        ending_sequence=("latest" if not streaming and ending_time is None else None) if ending is None else ending,  # type: ignore[arg-type]
+        ending_time=ending_time,
         max_messages_per_trigger=max_per_trigger,
+        min_messages_per_trigger=min_per_trigger,
+        max_trigger_delay=_seconds(options, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY),
+        poll_interval=_seconds(options, "pollInterval", DEFAULT_POLL_INTERVAL, zero=True),
         num_partitions=_int(options, "numPartitions", DEFAULT_NUM_PARTITIONS),
         min_partition_size=_int(options, "minPartitionSize", DEFAULT_MIN_PARTITION_SIZE),
         fail_on_data_loss=_bool(options, "failOnDataLoss", True),

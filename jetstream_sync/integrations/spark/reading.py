@@ -21,6 +21,7 @@ from ... import errors
 from ...jetstream.direct import RawStoredMsg, direct_get_batch_raw
 from ...models import AckPolicy, ConsumerConfig, DeliverPolicy
 from .._clients import process_client
+from .offsets import StreamRecreatedError, incarnation
 from .options import ReadOptions, redacted
 
 if TYPE_CHECKING:
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DataLossError",
+    "StreamRecreatedError",
     "Mode",
     "check_data_loss",
     "choose_mode",
@@ -128,10 +130,21 @@ def sequence_at_time(stream: Stream, when: datetime) -> int:
 
 
 def starting_sequence(options: ReadOptions, stream: Stream) -> int:
-    """Where a read starts (inclusive), from startingTime or startingSequence."""
+    """Where a read starts (inclusive), from startingTime or startingSequence.
+
+    A ``startingTime`` after the last message starts at the end (the next message stored), or fails with
+    ``startingTimeStrategy=error`` (Kafka's ``startingOffsetsByTimestampStrategy``)."""
     state = stream.cached_info.state
     if options.starting_time is not None:
-        return sequence_at_time(stream, options.starting_time)
+        seq = sequence_at_time(stream, options.starting_time)
+        if seq > state.last_seq and options.starting_time_strategy == "error":
+            raise errors.InvalidArgumentError(
+                "startingTime",
+                f"no message of stream {options.stream!r} was stored at or after {options.starting_time.isoformat()} "
+                "(startingTimeStrategy=error); pick an earlier time, or set startingTimeStrategy=latest to start "
+                "at the next message",
+            )
+        return seq
     start = options.starting_sequence
     if start == "earliest":
         return max(1, state.first_seq)
@@ -141,8 +154,11 @@ def starting_sequence(options: ReadOptions, stream: Stream) -> int:
 
 
 def ending_sequence(options: ReadOptions, stream: Stream) -> int:
-    """Where a batch read ends (inclusive): endingSequence, never past what the stream holds now."""
+    """Where a batch read ends (inclusive): endingSequence, or the last message stored before endingTime
+    (Kafka's endingTimestamp is exclusive too), never past what the stream holds now."""
     last = stream.cached_info.state.last_seq
+    if options.ending_time is not None:
+        return min(last, sequence_at_time(stream, options.ending_time) - 1)
     end = options.ending_sequence
     if end is None or end == "latest":
         return last
@@ -177,10 +193,29 @@ def plan_ranges(first: int, last: int, num_partitions: int, min_size: int) -> li
     return ranges
 
 
-def read_range(options: ReadOptions, first: int, last: int, mode: Mode, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+def read_range(
+    options: ReadOptions, first: int, last: int, mode: Mode, schema: pa.Schema, *, created: str | None = None
+) -> Iterator[pa.RecordBatch]:
     """Every message stored in ``first..last`` (inclusive) that matches the subject filters, in sequence order,
-    as record batches of ``schema`` (one per server round trip). Deleted sequences are simply absent."""
+    as record batches of ``schema`` (one per server round trip). Deleted sequences are simply absent.
+
+    ``created`` is the incarnation the range was planned on: a stream re-created since then holds other
+    messages under these sequences, so the read fails (``failOnDataLoss``) or returns nothing, with a warning."""
     stream = open_stream(options)
+    now = incarnation(stream.cached_info)
+    if created is not None and created != now:
+        if options.fail_on_data_loss:
+            raise StreamRecreatedError(options.stream, created, now)
+        log.warning(
+            "%s: sequences %d-%d were planned on the stream created at %s, which was deleted and created again "
+            "at %s; they are not read (failOnDataLoss=false)",
+            options.stream,
+            first,
+            last,
+            created,
+            now,
+        )
+        return
     first = check_data_loss(options, first, last, stream.cached_info.state.first_seq)
     if first > last:
         return

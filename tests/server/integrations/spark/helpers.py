@@ -34,3 +34,15 @@ def stream_source(spark: SparkSession, url: str, stream: str, **options: object)
 
 def seqs(df) -> list[int]:
     return sorted(row.seq for row in df.select("seq").collect())
+
+
+def run_available_now(query_builder, timeout: float = 120.0):
+    query = query_builder.trigger(availableNow=True).start()
+    try:
+        assert query.awaitTermination(timeout), "the availableNow query did not finish"
+    finally:
+        if query.isActive:
+            query.stop()
+    if query.exception() is not None:
+        raise query.exception()
+    return query

@@ -37,7 +37,7 @@ from jetstream_sync.spark import (
     parse_write_options,
 )
 from tests.helpers import REPO_ROOT
-from tests.server.integrations.spark.helpers import publish, seqs, source, stream_source
+from tests.server.integrations.spark.helpers import publish, run_available_now, seqs, source, stream_source
 
 pytestmark = pytest.mark.spark
 
@@ -156,18 +156,6 @@ def test_empty_stream_reads_as_an_empty_frame(spark, nats_server, new_stream):
 # -- streaming reads ----------------------------------------------------------------------------------------------
 
 
-def run_available_now(query_builder, timeout: float = 120.0):
-    query = query_builder.trigger(availableNow=True).start()
-    try:
-        assert query.awaitTermination(timeout), "the availableNow query did not finish"
-    finally:
-        if query.isActive:
-            query.stop()
-    if query.exception() is not None:
-        raise query.exception()
-    return query
-
-
 def test_streaming_available_now_twice_from_one_checkpoint_reads_every_message_once(
     spark, nats_server, js, new_stream, tmp_path
 ):
@@ -189,7 +177,8 @@ def test_streaming_available_now_twice_from_one_checkpoint_reads_every_message_o
     first = run_available_now(build())
     assert sorted(collected) == list(range(1, 251))
     assert len(batches) == 3  # admission control: 100 + 100 + 50
-    assert json.loads(first.lastProgress["sources"][0]["endOffset"]) == {"stream": stream.name, "seq": 251}
+    end = json.loads(first.lastProgress["sources"][0]["endOffset"])
+    assert end == {"stream": stream.name, "seq": 251, "created": stream.cached_info.created.isoformat(), "from": 201}
     publish(js, stream.name, 120, start=250)
     stream.delete_msg(300)
     run_available_now(build())

@@ -1,0 +1,88 @@
+"""The rows a read returns and the Spark partitions that carry a sequence range to an executor.
+
+Shared by the batch reader and the streaming reader (and the readers built on them): planning runs on the
+driver, in the planning worker; :func:`read_partition` runs in an executor worker, on a pickled
+:class:`SequenceRange`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+from pyspark.sql.datasource import InputPartition
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from ... import errors
+from .options import ReadOptions
+from .reading import Mode, plan_ranges, read_range
+
+__all__ = ["READ_SCHEMA", "SequenceRange", "arrow_schema", "check_schema", "plan_partitions", "read_partition"]
+
+#: What a read returns, one row per stored message. ``headers`` is null for a message without headers.
+READ_SCHEMA = StructType(
+    [
+        StructField("subject", StringType(), nullable=False),
+        StructField("data", BinaryType(), nullable=False),
+        StructField("headers", MapType(StringType(), ArrayType(StringType())), nullable=True),
+        StructField("stream", StringType(), nullable=False),
+        StructField("seq", LongType(), nullable=False),
+        StructField("timestamp", TimestampType(), nullable=False),
+    ]
+)
+
+
+class SequenceRange(InputPartition):
+    """One Spark partition: the stream sequences ``first..last`` (inclusive), read with ``mode``, of the
+    stream created at ``created`` (None: whichever stream has the name; a batch read plans and reads at once)."""
+
+    def __init__(self, index: int, first: int, last: int, mode: Mode, created: str | None = None) -> None:
+        super().__init__(index)
+        self.index = index
+        self.first = first
+        self.last = last
+        self.mode = mode
+        self.created = created
+
+
+def arrow_schema(schema: StructType) -> pa.Schema:
+    """The Arrow schema Spark checks record batches against (it must match exactly)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(schema, timezone="UTC")
+
+
+def check_schema(schema: StructType) -> None:
+    """A user-given schema may differ in nullability only: the columns are what the stream holds."""
+    expected = [(f.name, f.dataType) for f in READ_SCHEMA.fields]
+    given = [(f.name, f.dataType) for f in schema.fields]
+    if given != expected:
+        raise errors.InvalidArgumentError(
+            "schema", f"the jetstream source returns {READ_SCHEMA.simpleString()}; got {schema.simpleString()}"
+        )
+
+
+def read_partition(options: ReadOptions, partition: InputPartition, schema: StructType) -> Iterator[pa.RecordBatch]:
+    """Executor: the rows of one partition as Arrow record batches of ``schema``."""
+    if not isinstance(partition, SequenceRange):  # Spark reads one empty partition when there is nothing to read
+        return iter(())
+    return read_range(
+        options, partition.first, partition.last, partition.mode, arrow_schema(schema), created=partition.created
+    )
+
+
+def plan_partitions(
+    options: ReadOptions, mode: Mode, first: int, last: int, created: str | None = None
+) -> list[SequenceRange]:
+    """Driver: ``first..last`` cut into at most ``numPartitions`` contiguous ranges (see ``plan_ranges``)."""
+    ranges = plan_ranges(first, last, options.num_partitions, options.min_partition_size)
+    return [SequenceRange(i, lo, hi, mode, created) for i, (lo, hi) in enumerate(ranges)]
