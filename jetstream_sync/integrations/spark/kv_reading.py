@@ -7,8 +7,8 @@ the same revision, so the partitions agree with each other however many writes l
 With a bucket that allows direct get on nats-server 2.11+, the driver lists the bucket's keys (subjects) from
 the stream's info, cuts the sorted list into partitions, and each executor task asks for the last entry of its
 keys at or below the revision with batched ``multi_last`` direct gets (1024 keys per round trip, any replica
-answers). Otherwise (or with ``readMode=consumer``) one task walks the bucket's stream up to the revision
-through an ephemeral consumer (served by the stream leader) and keeps each key's last entry.
+answers). Otherwise (or with ``readMode=consumer``) one task walks the bucket's history up to the revision
+with the KV API's watcher (an ordered consumer, served by the stream leader) and keeps each key's last entry.
 
 The change stream (streaming reads) goes through format("jetstream")'s stream reader; :func:`kv_batch` turns
 its rows (subject, data, headers, stream, seq, timestamp) into rows of this schema.
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pyarrow as pa
@@ -29,7 +30,7 @@ from ...models.kv import KeyValueOp
 from .._clients import process_client
 from .kv_options import DEFAULT_KEYS_PER_PARTITION, KeyValueReadOptions
 from .options import ReadOptions, redacted
-from .reading import Mode, choose_mode, read_range
+from .reading import Mode, choose_mode
 
 if TYPE_CHECKING:
     from ...jetstream import KeyValue, Stream
@@ -50,6 +51,8 @@ log = logging.getLogger("jetstream_sync.spark")
 
 # STREAM.INFO lists at most this many subjects per page (the server's limit); the rest come with "offset".
 _SUBJECTS_PAGE = 100_000
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MICROSECOND = timedelta(microseconds=1)
 
 
 class KeyValueRow(NamedTuple):
@@ -207,24 +210,21 @@ def read_snapshot_direct(
             yield _batch(rows, schema)
 
 
-def read_snapshot_walk(
-    options: KeyValueReadOptions,
-    read_options: ReadOptions,
-    as_of: int,
-    prefix: str,
-    schema: pa.Schema,
-    stream_schema: pa.Schema,
-) -> Iterator[pa.RecordBatch]:
-    """Executor: walk the bucket's stream up to ``as_of`` through an ephemeral consumer (the stream leader
-    serves it) and keep the last entry of each key; memory holds one entry per key of the bucket.
-    ``stream_schema`` is format("jetstream")'s read schema in Arrow, what :func:`read_range` yields."""
-    latest: dict[str, KeyValueRow] = {}
-    cut = len(prefix)
+def read_snapshot_walk(options: KeyValueReadOptions, as_of: int, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """Executor: walk the bucket's history up to ``as_of`` with the KV API's own watcher (an ordered consumer,
+    which the stream leader serves) and keep the last entry of each key; memory holds one entry per key."""
     kv = open_bucket(options)
-    first = max(1, kv.jetstream.stream(kv.stream_name).cached_info.state.first_seq)
-    for batch in read_range(read_options, first, as_of, "consumer", stream_schema):
-        for row in _rows_of(batch, cut):
-            latest[row.key] = row
+    latest: dict[str, KeyValueRow] = {}
+    with kv.watch(list(options.keys) or ">", include_history=True) as watcher:
+        while True:
+            entry = watcher.next(options.connection.timeout)
+            if entry is None or entry.revision > as_of:  # caught up, or past the snapshot (entries come in order)
+                break
+            created = (entry.created - _EPOCH) // _MICROSECOND
+            value = entry.value if entry.operation is KeyValueOp.PUT else None
+            latest[entry.key] = KeyValueRow(entry.key, value, entry.revision, created, entry.operation.value)
+            if entry.revision == as_of:
+                break
     rows = sorted(latest.values(), key=lambda r: r.revision)
     if not options.include_deletes:
         rows = [r for r in rows if r.operation == KeyValueOp.PUT.value]

@@ -175,9 +175,7 @@ class KeyValueBatchReader(DataSourceReader):
             return iter(())
         schema = _arrow_schema(self.schema)
         if partition.mode == "consumer":
-            return read_snapshot_walk(
-                self.options, self.read_options, partition.as_of, partition.prefix, schema, _arrow_schema(READ_SCHEMA)
-            )
+            return read_snapshot_walk(self.options, partition.as_of, schema)
         return read_snapshot_direct(self.options, partition.subjects, partition.as_of, partition.prefix, schema)
 
 
