@@ -136,6 +136,14 @@ def plan_snapshot(options: KeyValueReadOptions, kv: KeyValue, read_options: Read
         raise errors.InvalidArgumentError(
             "asOfRevision", f"{as_of} is past bucket {options.bucket!r}'s last revision {state.last_seq}"
         )
+    if options.as_of_revision is not None and as_of < state.first_seq:
+        log.warning(
+            "bucket %s: revisions before %d were removed (history limits, purges, TTL); the snapshot as of revision "
+            "%d holds only the keys whose entry at that revision the bucket still keeps",
+            options.bucket,
+            state.first_seq,
+            as_of,
+        )
     mode = choose_mode(read_options, stream)
     if as_of < 1 or state.messages == 0:
         return Snapshot(as_of, mode, kv.prefix, [])
