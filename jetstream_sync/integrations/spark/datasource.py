@@ -90,7 +90,7 @@ class JetStreamBatchReader(DataSourceReader):
         last = ending_sequence(options, stream)
         first = starting_sequence(options, stream)
         first = check_data_loss(options, first, last, stream.cached_info.state.first_seq)
-        planned = plan_partitions(options, mode, first, last)
+        planned = plan_partitions(options, mode, first, last, stream.cached_info)
         log.info("reading %s sequences %d-%d in %d partitions (%s)", options.stream, first, last, len(planned), mode)
         return planned
 

@@ -23,8 +23,10 @@ from pyspark.sql.types import (
 )
 
 from ... import errors
+from ...models import StreamInfo
 from .options import ReadOptions
-from .reading import Mode, plan_ranges, read_range
+from .range_reader import PlannedRange, read_range
+from .reading import Mode, plan_ranges
 
 __all__ = ["READ_SCHEMA", "SequenceRange", "arrow_schema", "check_schema", "plan_partitions", "read_partition"]
 
@@ -42,16 +44,21 @@ READ_SCHEMA = StructType(
 
 
 class SequenceRange(InputPartition):
-    """One Spark partition: the stream sequences ``first..last`` (inclusive), read with ``mode``, of the
-    stream created at ``created`` (None: whichever stream has the name; a batch read plans and reads at once)."""
+    """One Spark partition: the stream sequences ``first..last`` (inclusive), read with ``mode``, and the
+    stream as the planner saw it (``planned``), which the executor checks instead of asking again."""
 
-    def __init__(self, index: int, first: int, last: int, mode: Mode, created: str | None = None) -> None:
+    def __init__(self, index: int, first: int, last: int, mode: Mode, planned: PlannedRange | None = None) -> None:
         super().__init__(index)
         self.index = index
         self.first = first
         self.last = last
         self.mode = mode
-        self.created = created
+        self.planned = planned
+
+    @property
+    def created(self) -> str | None:
+        """The creation time of the stream the range was planned on (None: not known)."""
+        return None if self.planned is None else self.planned.created
 
 
 def arrow_schema(schema: StructType) -> pa.Schema:
@@ -76,13 +83,15 @@ def read_partition(options: ReadOptions, partition: InputPartition, schema: Stru
     if not isinstance(partition, SequenceRange):  # Spark reads one empty partition when there is nothing to read
         return iter(())
     return read_range(
-        options, partition.first, partition.last, partition.mode, arrow_schema(schema), created=partition.created
+        options, partition.first, partition.last, partition.mode, arrow_schema(schema), planned=partition.planned
     )
 
 
 def plan_partitions(
-    options: ReadOptions, mode: Mode, first: int, last: int, created: str | None = None
+    options: ReadOptions, mode: Mode, first: int, last: int, info: StreamInfo | None = None
 ) -> list[SequenceRange]:
-    """Driver: ``first..last`` cut into at most ``numPartitions`` contiguous ranges (see ``plan_ranges``)."""
+    """Driver: ``first..last`` cut into at most ``numPartitions`` contiguous ranges (see ``plan_ranges``), each
+    carrying ``info``, the stream as planned."""
+    planned = None if info is None else PlannedRange(info)
     ranges = plan_ranges(first, last, options.num_partitions, options.min_partition_size)
-    return [SequenceRange(i, lo, hi, mode, created) for i, (lo, hi) in enumerate(ranges)]
+    return [SequenceRange(i, lo, hi, mode, planned) for i, (lo, hi) in enumerate(ranges)]

@@ -1,27 +1,20 @@
-"""Planning and reading sequence ranges of a stream into Arrow record batches (no PySpark in here).
+"""Planning the sequence ranges of a read on the driver (no PySpark in here).
 
 A read is a range of stream sequences. The planner (on the driver side) turns options into a first and last
 sequence, checks that retention has not removed sequences the query needs, and cuts the range into contiguous
-pieces, one per Spark partition. Each executor task then reads its piece with the worker's cached client:
-batched direct get when the stream allows it, else an ephemeral AckNone consumer from the first sequence.
-Nothing is kept on the server between tasks, so a task retried by Spark reads exactly the same messages.
+pieces, one per Spark partition. Each executor task then reads its piece (:mod:`.range_reader`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Literal
 
-import pyarrow as pa
-
 from ... import errors
-from ...jetstream.direct import RawStoredMsg, direct_get_batch_raw
 from ...models import AckPolicy, ConsumerConfig, DeliverPolicy
 from .._clients import process_client
-from .offsets import StreamRecreatedError, incarnation
 from .options import ReadOptions, redacted
 
 if TYPE_CHECKING:
@@ -30,14 +23,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DataLossError",
-    "StreamRecreatedError",
     "Mode",
     "check_data_loss",
     "choose_mode",
     "ending_sequence",
     "open_stream",
     "plan_ranges",
-    "read_range",
     "sequence_at_time",
     "starting_sequence",
 ]
@@ -191,157 +182,3 @@ def plan_ranges(first: int, last: int, num_partitions: int, min_size: int) -> li
         ranges.append((lo, hi))
         lo = hi + 1
     return ranges
-
-
-def read_range(
-    options: ReadOptions, first: int, last: int, mode: Mode, schema: pa.Schema, *, created: str | None = None
-) -> Iterator[pa.RecordBatch]:
-    """Every message stored in ``first..last`` (inclusive) that matches the subject filters, in sequence order,
-    as record batches of ``schema`` (one per server round trip). Deleted sequences are simply absent.
-
-    ``created`` is the incarnation the range was planned on: a stream re-created since then holds other
-    messages under these sequences, so the read fails (``failOnDataLoss``) or returns nothing, with a warning."""
-    stream = open_stream(options)
-    now = incarnation(stream.cached_info)
-    if created is not None and created != now:
-        if options.fail_on_data_loss:
-            raise StreamRecreatedError(options.stream, created, now)
-        log.warning(
-            "%s: sequences %d-%d were planned on the stream created at %s, which was deleted and created again "
-            "at %s; they are not read (failOnDataLoss=false)",
-            options.stream,
-            first,
-            last,
-            created,
-            now,
-        )
-        return
-    first = check_data_loss(options, first, last, stream.cached_info.state.first_seq)
-    if first > last:
-        return
-    builder = _BatchBuilder(schema, options.stream)
-    if mode == "direct":
-        yield from _read_direct(options, stream, first, last, builder)
-    else:
-        yield from _read_consumer(options, stream, first, last, builder)
-
-
-def _read_direct(
-    options: ReadOptions, stream: Stream, first: int, last: int, builder: _BatchBuilder
-) -> Iterator[pa.RecordBatch]:
-    subjects = list(options.subjects) or None
-    seq = first
-    while seq <= last:
-        result = direct_get_batch_raw(
-            stream,
-            seq,
-            min(options.fetch_batch_size, last - seq + 1),
-            subjects=subjects,
-            up_to_seq=last,
-            max_bytes=options.fetch_max_bytes,
-        )
-        if result.messages:
-            yield builder.from_raw(result.messages)
-        if not result.messages or result.num_pending == 0 or result.last_seq >= last:
-            return
-        seq = result.last_seq + 1
-
-
-def _read_consumer(
-    options: ReadOptions, stream: Stream, first: int, last: int, builder: _BatchBuilder
-) -> Iterator[pa.RecordBatch]:
-    """An ordered read through an ephemeral AckNone consumer: a gap in consumer sequences fails the task."""
-    subjects = list(options.subjects)
-    consumer = stream.create_consumer(
-        ConsumerConfig(
-            deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
-            opt_start_seq=first,
-            ack_policy=AckPolicy.NONE,
-            filter_subject=subjects[0] if len(subjects) == 1 else None,
-            filter_subjects=subjects if len(subjects) > 1 else None,
-            inactive_threshold=_CONSUMER_INACTIVE,
-            mem_storage=True,
-            num_replicas=1,
-        )
-    )
-    try:
-        if consumer.cached_info.num_pending == 0:
-            return
-        expected = 1
-        seen = first - 1
-        empty = 0
-        done = False
-        while not done:
-            rows: list[RawStoredMsg] = []
-            for msg in consumer.fetch(min(options.fetch_batch_size, last - seen), expires=_FETCH_EXPIRES):
-                meta = msg.metadata
-                if meta.sequence.consumer != expected:
-                    raise errors.JetStreamError(
-                        f"reading {options.stream!r}: consumer delivery skipped from {expected} to "
-                        f"{meta.sequence.consumer}; retry the task"
-                    )
-                expected += 1
-                if meta.sequence.stream > last:
-                    done = True
-                    break
-                seen = meta.sequence.stream
-                headers = msg.headers.multi_items() if msg.raw_headers else None
-                micros = (meta.timestamp - _EPOCH) // _MICRO
-                rows.append(RawStoredMsg(msg.subject, seen, micros * 1000, headers or None, msg.data))
-                if seen >= last or meta.num_pending == 0:
-                    done = True
-                    break
-            if rows:
-                empty = 0
-                yield builder.from_raw(rows)
-            elif not done:
-                empty += 1
-                if consumer.info().num_pending == 0:
-                    return
-                if empty >= _EMPTY_FETCHES:
-                    raise errors.TimeoutError(
-                        f"reading {options.stream!r}: no message for {empty * _FETCH_EXPIRES:g}s while the "
-                        f"consumer reports pending messages at sequence {seen + 1}"
-                    )
-    finally:
-        with contextlib.suppress(errors.JetStreamError):
-            consumer.delete()
-
-
-class _BatchBuilder:
-    """Columns of the read schema from stored messages, typed exactly as Spark's Arrow schema says."""
-
-    def __init__(self, schema: pa.Schema, stream: str) -> None:
-        self.schema = schema
-        self.stream = stream
-        self.types = {field.name: field.type for field in schema}
-
-    def from_raw(self, messages: list[RawStoredMsg]) -> pa.RecordBatch:
-        types = self.types
-        columns: dict[str, pa.Array] = {}
-        for name, kind in types.items():
-            if name == "subject":
-                columns[name] = pa.array([m.subject for m in messages], kind)
-            elif name == "data":
-                columns[name] = pa.array([m.data for m in messages], kind)
-            elif name == "headers":
-                columns[name] = pa.array([_grouped(m.headers) for m in messages], kind)
-            elif name == "stream":
-                columns[name] = pa.repeat(pa.scalar(self.stream, kind), len(messages))
-            elif name == "seq":
-                columns[name] = pa.array([m.seq for m in messages], kind)
-            elif name == "timestamp":
-                columns[name] = pa.array([m.time_ns // 1000 for m in messages], pa.int64()).cast(kind)
-            else:
-                raise errors.InvalidArgumentError("schema", f"unknown column {name!r}")
-        return pa.RecordBatch.from_arrays([columns[f.name] for f in self.schema], schema=self.schema)
-
-
-def _grouped(pairs: list[tuple[str, str]] | None) -> list[tuple[str, list[str]]] | None:
-    """Headers as map entries: repeated keys become one key with several values, in arrival order."""
-    if not pairs:
-        return None
-    grouped: dict[str, list[str]] = {}
-    for key, value in pairs:
-        grouped.setdefault(key, []).append(value)
-    return list(grouped.items())

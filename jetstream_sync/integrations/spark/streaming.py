@@ -194,7 +194,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         if self._mode is None:
             self._mode = choose_mode(self.options, stream)
         first = check_data_loss(self.options, first, stop - 1, stream.cached_info.state.first_seq)
-        return plan_partitions(self.options, self._mode, first, stop - 1, last_offset.created)
+        return plan_partitions(self.options, self._mode, first, stop - 1, stream.cached_info)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """PySpark: the rows of one partition, on an executor."""

@@ -30,7 +30,8 @@ from pyspark.sql.types import BinaryType
 
 import jetstream_sync
 from jetstream_sync import ConsumerConfig, StreamConfig, errors
-from jetstream_sync.integrations.spark.reading import plan_ranges, read_range
+from jetstream_sync.integrations.spark.range_reader import read_range
+from jetstream_sync.integrations.spark.reading import plan_ranges
 from jetstream_sync.spark import (
     READ_SCHEMA,
     parse_read_options,

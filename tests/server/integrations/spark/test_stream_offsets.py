@@ -196,3 +196,42 @@ def test_an_idle_query_makes_at_most_5_api_requests_a_second_and_still_sees_new_
         wait_until(lambda: sorted(collected) == list(range(11, 31)), timeout=30)
     finally:
         query.stop()
+
+
+def test_a_busy_query_makes_about_one_api_request_per_trigger(spark, nats_server, js, new_stream, tmp_path):
+    """Each trigger asks for the stream's end once; the executors read their ranges without asking again
+    (before: one STREAM.INFO per partition as well, about 7 requests per trigger with 4 partitions)."""
+    stream = new_stream()
+    stop = threading.Event()
+
+    def publisher() -> None:
+        while not stop.is_set():
+            for _ in range(100):
+                js.publish_async(f"{stream.name}.a", b"x")
+            js.publish_async_complete(timeout=10)
+            stop.wait(0.05)
+
+    thread = threading.Thread(target=publisher, daemon=True)
+    thread.start()
+    query = (
+        stream_source(spark, nats_server.url, stream.name, numPartitions=4, minPartitionSize=10)
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(processingTime="1 second")
+        .start()
+    )
+    try:
+
+        def busy_triggers() -> int:
+            return sum(1 for p in query.recentProgress if p["numInputRows"] > 0)
+
+        wait_until(lambda: busy_triggers() >= 2, timeout=60)
+        before_triggers, before = len(query.recentProgress), api_requests(nats_server)
+        wait_until(lambda: len(query.recentProgress) >= before_triggers + 6, timeout=60)
+        triggers, requests = len(query.recentProgress) - before_triggers, api_requests(nats_server) - before
+        assert sum(p["numInputRows"] for p in query.recentProgress[before_triggers:]) > 0  # busy ones
+        assert requests <= 2 * triggers, f"{requests} JetStream API requests in {triggers} triggers"
+    finally:
+        stop.set()
+        thread.join(10)
+        query.stop()
