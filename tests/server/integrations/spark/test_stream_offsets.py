@@ -17,7 +17,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from jetstream_sync import StreamConfig
-from jetstream_sync.spark import READ_SCHEMA, JetStreamDataSource, StreamRecreatedError
+from jetstream_sync.spark import READ_SCHEMA, DataLossError, JetStreamDataSource, StreamRecreatedError
 from tests.helpers import wait_until
 from tests.server.integrations.spark.helpers import publish, run_available_now, stream_source
 
@@ -235,3 +235,30 @@ def test_a_busy_query_makes_about_one_api_request_per_trigger(spark, nats_server
         stop.set()
         thread.join(10)
         query.stop()
+
+
+def test_retention_between_planning_and_reading_is_data_loss_and_deleted_messages_are_not(nats_server, js, new_stream):
+    """An executor trusts the plan only while the messages agree with it: a range whose first messages were
+    purged after planning fails (or skips them with failOnDataLoss=false); one whose first message was deleted
+    reads the rest."""
+    stream = new_stream()
+    publish(js, stream.name, 30)
+    readers = {
+        fail: stream_reader(nats_server.url, stream.name, startingSequence=5, pollInterval=0, failOnDataLoss=fail)
+        for fail in ("true", "false")
+    }
+    plans = {}
+    for fail, reader in readers.items():
+        start = reader.initialOffset()
+        plans[fail] = reader.partitions(start, reader.latestOffset(start, ReadAllAvailable()))
+        assert [(p.first, p.last) for p in plans[fail]] == [(5, 30)]
+
+    def read(fail: str) -> list[int]:
+        return [s for b in readers[fail].read(plans[fail][0]) for s in b.column("seq").to_pylist()]
+
+    stream.delete_msg(5)  # a deleted message is not data loss
+    assert read("true") == list(range(6, 31))
+    stream.purge(sequence=11)  # retention took 1..10 after the plan
+    with pytest.raises(DataLossError, match=r"sequences 5-10 were removed"):
+        read("true")
+    assert read("false") == list(range(11, 31))
