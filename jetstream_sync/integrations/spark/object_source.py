@@ -221,10 +221,7 @@ def parse_object_options(raw: Mapping[str, str]) -> ObjectReadOptions:
     bucket = _text(options, "bucket") or _text(options, "path")
     if bucket is None:
         raise errors.InvalidArgumentError("bucket", "is required: the name of the object store bucket to read")
-    try:
-        check_bucket_name("bucket", bucket)
-    except errors.InvalidArgumentError as exc:
-        raise errors.InvalidArgumentError("bucket", str(exc).split(": ", 1)[-1]) from None
+    check_bucket_name("bucket", bucket)  # InvalidBucketNameError, an InvalidArgumentError naming "bucket"
     glob = _text(options, "pathGlobFilter", strip=False)
     if glob is not None:
         glob_pattern("pathGlobFilter", glob)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import pickle
 import shutil
 import uuid
 from collections.abc import Iterator
@@ -342,6 +343,8 @@ def test_a_dangling_link_and_an_object_too_large_fail_planning(nats_server, new_
     with pytest.raises(ObjectTooLargeError, match=r"'big' in bucket .* holds 11 bytes") as info:
         plan_objects(_options(nats_server.url, obs.bucket, pathGlobFilter="big"))
     assert info.value.name == "big" and info.value.size == 11
+    copy = pickle.loads(pickle.dumps(info.value))  # it travels from an executor to the driver
+    assert (type(copy), str(copy)) == (ObjectTooLargeError, str(info.value))
     metadata_only = plan_objects(_options(nats_server.url, obs.bucket, pathGlobFilter="big", includeContent="false"))
     assert [p.name for p in metadata_only] == ["big"]
 
