@@ -59,6 +59,7 @@ _READ_KEYS = (
     "endingSequence",
     "endingTime",
     "maxMessagesPerTrigger",
+    "maxBytesPerTrigger",
     "minMessagesPerTrigger",
     "maxTriggerDelay",
     "pollInterval",
@@ -118,6 +119,7 @@ class ReadOptions:
     ending_sequence: int | Literal["latest"] | None = None
     ending_time: datetime | None = None
     max_messages_per_trigger: int | None = None
+    max_bytes_per_trigger: int | None = None
     min_messages_per_trigger: int | None = None
     max_trigger_delay: float = DEFAULT_MAX_TRIGGER_DELAY
     poll_interval: float = DEFAULT_POLL_INTERVAL
@@ -308,9 +310,9 @@ def parse_read_options(raw: Mapping[str, str], *, streaming: bool) -> ReadOption
         raise errors.InvalidArgumentError("endingTime", f"{ending_time} is before startingTime {starting_time}")
     per_trigger = {
         name: _int(options, name, 0) if _text(options, name) is not None else None
-        for name in ("maxMessagesPerTrigger", "minMessagesPerTrigger")
+        for name in ("maxMessagesPerTrigger", "maxBytesPerTrigger", "minMessagesPerTrigger")
     }
-    for name in ("maxMessagesPerTrigger", "minMessagesPerTrigger", "maxTriggerDelay", "pollInterval"):
+    for name in (*per_trigger, "maxTriggerDelay", "pollInterval"):
         if not streaming and _text(options, name) is not None:
             raise errors.InvalidArgumentError(name, "is for streaming reads (readStream)")
     max_per_trigger, min_per_trigger = per_trigger["maxMessagesPerTrigger"], per_trigger["minMessagesPerTrigger"]
@@ -335,6 +337,7 @@ def parse_read_options(raw: Mapping[str, str], *, streaming: bool) -> ReadOption
         ending_sequence=("latest" if not streaming and ending_time is None else None) if ending is None else ending,  # type: ignore[arg-type]
         ending_time=ending_time,
         max_messages_per_trigger=max_per_trigger,
+        max_bytes_per_trigger=per_trigger["maxBytesPerTrigger"],
         min_messages_per_trigger=min_per_trigger,
         max_trigger_delay=_seconds(options, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY),
         poll_interval=_seconds(options, "pollInterval", DEFAULT_POLL_INTERVAL, zero=True),

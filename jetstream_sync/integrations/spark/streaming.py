@@ -37,6 +37,7 @@ from .reading import Mode, check_data_loss, choose_mode, open_stream, starting_s
 
 if TYPE_CHECKING:
     from ...jetstream import Stream
+    from ...models import StreamState
 
 __all__ = ["JetStreamStreamReader", "StreamEnd"]
 
@@ -156,10 +157,19 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         first = check_data_loss(self.options, position, end - 1, first_seq)
         if isinstance(limit, ReadMaxRows):
             end = min(end, first + limit.max_rows)
+        if self.options.max_bytes_per_trigger is not None and self._target is None:
+            end = min(end, first + self._sequences_in(self.options.max_bytes_per_trigger, info.state))
         if self._holds_back(end - first) and not moved:
             return start
         self._last_batch_at = time.monotonic()
         return StreamOffset(self.options.stream, max(end, first), created, first).to_json()
+
+    @staticmethod
+    def _sequences_in(max_bytes: int, state: StreamState) -> int:
+        """maxBytesPerTrigger as sequences, at the stream's average stored size per message: a soft limit (as
+        Delta's), since the server tells a range's size only by reading it; at least one sequence."""
+        average = state.bytes / state.messages if state.messages else 1.0
+        return max(1, int(max_bytes // max(average, 1.0)))
 
     def _holds_back(self, available: int) -> bool:
         """minMessagesPerTrigger: wait for more, unless maxTriggerDelay passed since the last batch (or the query
