@@ -63,6 +63,7 @@ _READ_KEYS = (
     "minMessagesPerTrigger",
     "maxTriggerDelay",
     "pollInterval",
+    "progressConsumer",
     "numPartitions",
     "minPartitionSize",
     "failOnDataLoss",
@@ -123,6 +124,7 @@ class ReadOptions:
     min_messages_per_trigger: int | None = None
     max_trigger_delay: float = DEFAULT_MAX_TRIGGER_DELAY
     poll_interval: float = DEFAULT_POLL_INTERVAL
+    progress_consumer: str | None = None
     num_partitions: int = DEFAULT_NUM_PARTITIONS
     min_partition_size: int = DEFAULT_MIN_PARTITION_SIZE
     fail_on_data_loss: bool = True
@@ -312,7 +314,7 @@ def parse_read_options(raw: Mapping[str, str], *, streaming: bool) -> ReadOption
         name: _int(options, name, 0) if _text(options, name) is not None else None
         for name in ("maxMessagesPerTrigger", "maxBytesPerTrigger", "minMessagesPerTrigger")
     }
-    for name in (*per_trigger, "maxTriggerDelay", "pollInterval"):
+    for name in (*per_trigger, "maxTriggerDelay", "pollInterval", "progressConsumer"):
         if not streaming and _text(options, name) is not None:
             raise errors.InvalidArgumentError(name, "is for streaming reads (readStream)")
     max_per_trigger, min_per_trigger = per_trigger["maxMessagesPerTrigger"], per_trigger["minMessagesPerTrigger"]
@@ -322,6 +324,9 @@ def parse_read_options(raw: Mapping[str, str], *, streaming: bool) -> ReadOption
         )
     if min_per_trigger is None and _text(options, "maxTriggerDelay") is not None:
         raise errors.InvalidArgumentError("maxTriggerDelay", "bounds the wait of minMessagesPerTrigger: set that too")
+    progress = _text(options, "progressConsumer")
+    if progress is not None:
+        check_name("progressConsumer", progress)
     mode = (_text(options, "readMode") or "auto").lower()
     if mode not in {"auto", "direct", "consumer"}:
         raise errors.InvalidArgumentError("readMode", f"must be auto, direct or consumer, got {mode!r}")
@@ -341,6 +346,7 @@ def parse_read_options(raw: Mapping[str, str], *, streaming: bool) -> ReadOption
         min_messages_per_trigger=min_per_trigger,
         max_trigger_delay=_seconds(options, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY),
         poll_interval=_seconds(options, "pollInterval", DEFAULT_POLL_INTERVAL, zero=True),
+        progress_consumer=progress,
         num_partitions=_int(options, "numPartitions", DEFAULT_NUM_PARTITIONS),
         min_partition_size=_int(options, "minPartitionSize", DEFAULT_MIN_PARTITION_SIZE),
         fail_on_data_loss=_bool(options, "failOnDataLoss", True),

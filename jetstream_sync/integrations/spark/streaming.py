@@ -33,6 +33,7 @@ from ...jetstream.direct import direct_get_batch_raw
 from .offsets import StreamOffset, StreamRecreatedError, incarnation
 from .options import ReadOptions
 from .partitions import plan_partitions, read_partition
+from .progress import ProgressConsumer
 from .reading import Mode, check_data_loss, choose_mode, open_stream, starting_sequence
 
 if TYPE_CHECKING:
@@ -88,6 +89,8 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self._warned_ahead = False
         self._warned_recreated: set[tuple[str, str]] = set()
         self._last_batch_at = time.monotonic()  # minMessagesPerTrigger waits at most maxTriggerDelay from here
+        name = options.progress_consumer
+        self.progress = None if name is None else ProgressConsumer(options, name)
 
     # -- offsets ---------------------------------------------------------------------------------------------
 
@@ -97,6 +100,8 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def initialOffset(self) -> dict[str, Any]:
         """PySpark: where a new query starts (``startingSequence``/``startingTime``), decided at the first call
         of this run; Spark asks again to run batch 0 and must get the same answer."""
+        if self.progress is not None:
+            self.progress.check()
         if self._initial is None:
             stream = self.end.stream(fresh=True)
             start = starting_sequence(self.options, stream)
@@ -131,6 +136,8 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         """PySpark: the end of the next micro-batch, within the read limit; ``start`` when there is nothing new."""
         begin = self._offset(start, "start")
+        if self.progress is not None:
+            self.progress.check()  # a query restarted from its checkpoint starts here, not at initialOffset
         info = self.end.stream().cached_info
         created = incarnation(info)
         first_seq, last_seq = info.state.first_seq, info.state.last_seq
@@ -211,9 +218,12 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return read_partition(self.options, partition, self.schema)
 
     def commit(self, end: dict[str, Any]) -> None:
-        """PySpark: a micro-batch up to ``end`` is done. Logs the query's lag: sequences behind the stream's end
-        (as last asked) and, when behind, how long ago the oldest unread message was stored."""
+        """PySpark: a micro-batch up to ``end`` is done. Moves the progress consumer (``progressConsumer``), and
+        logs the query's lag: sequences behind the stream's end (as last asked) and, when behind, how long ago
+        the oldest unread message was stored."""
         offset = self._offset(end, "end")
+        if self.progress is not None:
+            self.progress.advance(offset.seq)
         stream = self.end.last_known
         if stream is None:
             return

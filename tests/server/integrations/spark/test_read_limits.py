@@ -16,7 +16,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 from jetstream_sync import errors
 from jetstream_sync.spark import READ_SCHEMA, JetStreamDataSource, parse_read_options
 from tests.helpers import wait_until
-from tests.server.integrations.spark.helpers import publish
+from tests.server.integrations.spark.helpers import publish, run_available_now, stream_source
 
 pytestmark = pytest.mark.spark
 
@@ -119,3 +119,36 @@ def test_bad_read_limit_options_name_the_option(given, streaming, named):
     with pytest.raises(errors.InvalidArgumentError) as failure:
         parse_read_options({"servers": "nats://127.0.0.1:4222", "stream": "S", **given}, streaming=streaming)
     assert failure.value.field == named
+
+
+def test_a_progress_consumer_shows_the_query_lag_to_operators(spark, nats_server, js, new_stream, tmp_path):
+    """progressConsumer: a durable consumer moved to each commit, so `nats consumer info` shows what the query
+    has not committed yet (its num_pending); the checkpoint stays the truth."""
+    stream = new_stream()
+    publish(js, stream.name, 250)
+    collected: list[int] = []
+
+    def build():
+        events = stream_source(
+            spark,
+            nats_server.url,
+            stream.name,
+            startingSequence="earliest",
+            maxMessagesPerTrigger=100,
+            progressConsumer="spark-progress",
+        )
+        return events.writeStream.foreachBatch(lambda df, _: collected.extend(r.seq for r in df.collect())).option(
+            "checkpointLocation", str(tmp_path / "ckpt")
+        )
+
+    run_available_now(build())
+    # Spark tells a source that a batch is committed when it plans the next one: the consumer trails by a batch
+    info = stream.consumer("spark-progress").info()
+    assert (info.num_pending, info.delivered.stream_seq) == (50, 200)
+    assert info.config.durable_name == "spark-progress"
+    publish(js, stream.name, 20, start=250)
+    assert stream.consumer("spark-progress").info().num_pending == 70  # the lag, before the query runs again
+    run_available_now(build())
+    assert sorted(collected) == list(range(1, 271))
+    info = stream.consumer("spark-progress").info()
+    assert (info.num_pending, info.delivered.stream_seq) == (20, 250)

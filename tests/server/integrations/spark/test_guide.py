@@ -1,0 +1,39 @@
+"""The Spark guide opens with a program that runs as it stands: this runs it, as a reader would."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("pyarrow")
+pytest.importorskip("pyspark", minversion="4.2")
+
+from tests.helpers import REPO_ROOT
+
+pytestmark = pytest.mark.spark
+
+GUIDE = REPO_ROOT / "docs" / "guides" / "spark.md"
+
+
+def first_python_block(text: str) -> str:
+    found = re.search(r"^```python\n(.*?)^```$", text, re.MULTILINE | re.DOTALL)
+    assert found, "the guide has no python block"
+    return found.group(1)
+
+
+@pytest.mark.timeout(300)
+def test_the_guides_opening_program_runs_as_it_stands(tmp_path):
+    program = tmp_path / "spark_guide.py"
+    program.write_text(first_python_block(GUIDE.read_text(encoding="utf-8")))
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    env["SPARK_LOCAL_IP"] = "127.0.0.1"
+    result = subprocess.run(
+        [sys.executable, str(program)], capture_output=True, text=True, timeout=280, env=env, cwd=tmp_path, check=False
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "[('orders.eu', 500), ('orders.us', 500)]" in result.stdout
+    assert "COPIES holds 1000 messages" in result.stdout
