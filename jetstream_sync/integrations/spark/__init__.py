@@ -1,63 +1,26 @@
 """Read and write JetStream streams from PySpark, in batch and with Structured Streaming.
 
 Install with ``pip install 'jetstream-sync[spark]'`` (PySpark 4.2+ for admission control and
-``Trigger.AvailableNow``, PyArrow). Register the source once per session::
+``Trigger.AvailableNow``, PyArrow). ``format("jetstream")`` is registered automatically when the package is
+installed normally; otherwise register it once per session::
 
     from jetstream_sync.spark import JetStreamDataSource
     spark.dataSource.register(JetStreamDataSource)          # format("jetstream")
 
-    df = (spark.read.format("jetstream").option("servers", "nats://127.0.0.1:4222").option("stream", "ORDERS")
-          .option("startingSequence", "earliest").option("endingSequence", "latest").load())
+    df = spark.read.format("jetstream").option("servers", "nats://127.0.0.1:4222").option("stream", "ORDERS").load()
 
 Read schema, one row per stored message::
 
     subject STRING, data BINARY, headers MAP<STRING, ARRAY<STRING>>, stream STRING, seq LONG, timestamp TIMESTAMP
 
-``headers`` holds the message's own headers (null when it has none; a repeated header has several values),
-``timestamp`` is when the stream stored the message (microseconds, UTC).
-
-Read options (batch and streaming unless noted):
-
-- ``servers`` (required): comma-separated NATS URLs; ``credentials`` (a .creds file), ``nkeySeedFile``,
-  ``user``/``password``, ``token``, ``tlsCaFile``/``tlsCertFile``/``tlsKeyFile``/``tlsHostname``, ``name``,
-  ``connectTimeout`` and ``timeout`` (seconds) as for :func:`jetstream_sync.connect`. Files must exist on
-  the executors.
-- ``stream`` (required, or the ``load()`` path).
-- ``subjects``: comma-separated filter subjects, wildcards allowed.
-- ``startingSequence``: ``earliest``, ``latest`` or a sequence (default: ``earliest`` in batch, ``latest`` in
-  streaming, as Kafka does). ``startingTime``: an ISO 8601 time instead; the read starts at the first message
-  stored at or after it.
-- ``endingSequence`` (batch only): ``latest`` (default) or the last sequence to read, inclusive.
-- ``maxMessagesPerTrigger`` (streaming only): at most this many sequences per micro-batch (admission control;
-  ``Trigger.AvailableNow`` reads what was there at the start, in batches of that size).
-- ``numPartitions`` (default 4) and ``minPartitionSize`` (default 10000): a range of sequences is cut into at
-  most ``numPartitions`` contiguous pieces, none shorter than ``minPartitionSize`` unless there is only one.
-- ``failOnDataLoss`` (default true): when retention or a purge removed sequences the query still needed
-  (the stream's first sequence passed the query's position), fail naming the lost range; false skips them
-  with a warning. Messages deleted one by one inside the range are not data loss: they are simply absent.
-- ``readMode``: ``auto`` (batched direct get when the stream has ``allow_direct`` and the server is 2.11+,
-  else an ephemeral consumer), ``direct`` or ``consumer``. ``fetchBatchSize`` (5000) and ``fetchMaxBytes``
-  (8 MiB) size each round trip.
-
-Streaming offsets are stream sequences (the next one to read) kept in Spark's checkpoint: a micro-batch
-replays exactly after a failure, and nothing is kept on the server (no durable consumer).
-
-Writes (``df.write`` and ``writeStream``) take the columns ``subject`` (string; or the option ``subject`` for
-every row), ``data`` (binary or string) and optionally ``headers`` (``map<string, array<string>>`` or
-``map<string, string>``); other columns are ignored. Write options: the connection options above,
-``msgIdColumn`` (the column whose value becomes ``Nats-Msg-Id``), ``idempotent`` (default true: rows without
-an id column get one made from the write, partition and row, or in streaming from the query id, batch id,
-partition and row), ``maxInFlight`` (4000 unacknowledged publishes per task) and ``publishTimeout`` (10 s).
-
-Exactly-once writes rest on the stream's deduplication: a task retried by Spark, or a micro-batch replayed
-after a restart, publishes the same message ids, and the stream stores each once *within its duplicate
-window* (``StreamConfig.duplicate_window``, 2 minutes by default). Make the window longer than the longest
-time a query may take to be retried or restarted. Default ids count rows, so they repeat only when a retry
-sees the same rows in the same order (true for a read or a per-row transform of this source; not after a
-shuffle): give ``msgIdColumn`` a key of the row itself (e.g. ``concat(stream, ':', seq)``) when in doubt.
-
-Every option is checked before anything is sent; a bad one raises
-:class:`jetstream_sync.errors.InvalidArgumentError` naming it (Spark shows it inside its own exception).
+The options (with their Kafka counterparts), what reads and writes guarantee, lag and progress, and the KV and
+object store sources are in the Spark guide (``docs/guides/spark.md``). In short: streaming offsets are
+:class:`StreamOffset` values in Spark's checkpoint (the next sequence, the stream's creation time, and the start
+a batch was planned from), so a micro-batch replays exactly; retention that removed unread messages raises
+:class:`DataLossError` and a stream deleted and created again :class:`StreamRecreatedError`, unless
+``failOnDataLoss=false``. Writes give every row a ``Nats-Msg-Id``, so a task retried by Spark stores nothing
+twice within the stream's duplicate window. Every option is checked before anything is sent; a bad one raises
+:class:`jetstream_sync.errors.InvalidArgumentError` naming it.
 """
 
 from __future__ import annotations
