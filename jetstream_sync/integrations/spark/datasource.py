@@ -23,6 +23,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from ... import errors
+from .multi import MultiStreamReader
 from .options import ReadOptions, WriteOptions, parse_read_options, parse_write_options
 from .partitions import READ_SCHEMA, SequenceRange, check_schema, plan_partitions, read_partition
 from .reading import check_data_loss, choose_mode, ending_sequence, open_stream, starting_sequence
@@ -62,7 +63,10 @@ class JetStreamDataSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """PySpark: a streaming reader for these options."""
         check_schema(schema)
-        return JetStreamStreamReader(parse_read_options(self.options, streaming=True), schema)
+        options = parse_read_options(self.options, streaming=True)
+        if len(options.streams) > 1:
+            return MultiStreamReader(options, schema)
+        return JetStreamStreamReader(options, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
         """PySpark: a batch writer for these options."""
@@ -83,15 +87,18 @@ class JetStreamBatchReader(DataSourceReader):
         self.schema = schema
 
     def partitions(self) -> Sequence[InputPartition]:
-        """PySpark: the partitions of the batch read (stream sequence ranges)."""
-        options = self.options
-        stream = open_stream(options)
-        mode = choose_mode(options, stream)
-        last = ending_sequence(options, stream)
-        first = starting_sequence(options, stream)
-        first = check_data_loss(options, first, last, stream.cached_info.state.first_seq)
-        planned = plan_partitions(options, mode, first, last, stream.cached_info)
-        log.info("reading %s sequences %d-%d in %d partitions (%s)", options.stream, first, last, len(planned), mode)
+        """PySpark: the partitions of the batch read (stream sequence ranges, of every stream given)."""
+        planned: list[SequenceRange] = []
+        for options in self.options.each_stream():
+            stream = open_stream(options)
+            mode = choose_mode(options, stream)
+            last = ending_sequence(options, stream)
+            first = starting_sequence(options, stream)
+            first = check_data_loss(options, first, last, stream.cached_info.state.first_seq)
+            ranges = plan_partitions(options, mode, first, last, stream.cached_info)
+            log.info("reading %s sequences %d-%d in %d partitions (%s)", options.stream, first, last, len(ranges), mode)
+            for part in ranges:
+                planned.append(SequenceRange(len(planned), part.first, part.last, part.mode, part.planned, part.stream))
         return planned
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

@@ -113,6 +113,9 @@ class ReadOptions:
 
     connection: ConnectionOptions
     stream: str
+    #: every stream of the option ``stream`` (comma-separated); ``stream`` is the first, and the one a
+    #: single-stream reader reads
+    streams: tuple[str, ...] = ()
     subjects: tuple[str, ...] = ()
     starting_sequence: Start
     starting_time: datetime | None = None
@@ -131,6 +134,16 @@ class ReadOptions:
     read_mode: ReadMode = "auto"
     fetch_batch_size: int = DEFAULT_FETCH_BATCH_SIZE
     fetch_max_bytes: int = DEFAULT_FETCH_MAX_BYTES
+
+    def each_stream(self) -> list[ReadOptions]:
+        """These options once per stream of ``streams``, each reading that one stream."""
+        return [attrs.evolve(self, stream=name, streams=(name,)) for name in self.streams or (self.stream,)]
+
+    def for_stream(self, name: str) -> ReadOptions:
+        """These options reading stream ``name`` (one of ``streams``)."""
+        return (
+            self if name == self.stream and len(self.streams) <= 1 else attrs.evolve(self, stream=name, streams=(name,))
+        )
 
 
 @attrs.frozen(kw_only=True)
@@ -282,10 +295,15 @@ def parse_read_options(raw: Mapping[str, str], *, streaming: bool) -> ReadOption
     options = _lower(raw)
     _warn_unknown(options, _CONNECTION_KEYS + _READ_KEYS, "read")
     connection = _connection(options)
-    stream = _text(options, "stream") or _text(options, "path")
-    if stream is None:
+    stream_text = _text(options, "stream") or _text(options, "path")
+    if stream_text is None:
         raise errors.InvalidArgumentError("stream", "is required: the name of the stream to read")
-    check_name("stream", stream)
+    streams = tuple(dict.fromkeys(name.strip() for name in stream_text.split(",") if name.strip()))
+    if not streams:
+        raise errors.InvalidArgumentError("stream", f"must name at least one stream, got {stream_text!r}")
+    for name in streams:
+        check_name("stream", name)
+    stream = streams[0]
     subjects_text = _text(options, "subjects")
     subjects: tuple[str, ...] = ()
     if subjects_text is not None:
@@ -335,6 +353,7 @@ def parse_read_options(raw: Mapping[str, str], *, streaming: bool) -> ReadOption
     return ReadOptions(
         connection=connection,
         stream=stream,
+        streams=streams,
         subjects=subjects,
         starting_sequence=default_start if starting is None else starting,  # type: ignore[arg-type]
         starting_time=starting_time,

@@ -47,13 +47,16 @@ class SequenceRange(InputPartition):
     """One Spark partition: the stream sequences ``first..last`` (inclusive), read with ``mode``, and the
     stream as the planner saw it (``planned``), which the executor checks instead of asking again."""
 
-    def __init__(self, index: int, first: int, last: int, mode: Mode, planned: PlannedRange | None = None) -> None:
+    def __init__(
+        self, index: int, first: int, last: int, mode: Mode, planned: PlannedRange | None = None, stream: str = ""
+    ) -> None:
         super().__init__(index)
         self.index = index
         self.first = first
         self.last = last
         self.mode = mode
         self.planned = planned
+        self.stream = stream  #: the stream read (a query may read several); "" means the options' stream
 
     @property
     def created(self) -> str | None:
@@ -82,6 +85,8 @@ def read_partition(options: ReadOptions, partition: InputPartition, schema: Stru
     """Executor: the rows of one partition as Arrow record batches of ``schema``."""
     if not isinstance(partition, SequenceRange):  # Spark reads one empty partition when there is nothing to read
         return iter(())
+    if partition.stream:
+        options = options.for_stream(partition.stream)
     return read_range(
         options, partition.first, partition.last, partition.mode, arrow_schema(schema), planned=partition.planned
     )
@@ -94,4 +99,4 @@ def plan_partitions(
     carrying ``info``, the stream as planned."""
     planned = None if info is None else PlannedRange(info)
     ranges = plan_ranges(first, last, options.num_partitions, options.min_partition_size)
-    return [SequenceRange(i, lo, hi, mode, planned) for i, (lo, hi) in enumerate(ranges)]
+    return [SequenceRange(i, lo, hi, mode, planned, options.stream) for i, (lo, hi) in enumerate(ranges)]

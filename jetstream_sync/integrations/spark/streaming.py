@@ -199,6 +199,8 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         """PySpark: the partitions of a micro-batch: from the start it was planned from to ``end``."""
         first_offset, last_offset = self._offset(start, "start"), self._offset(end, "end")
+        if last_offset == first_offset:  # nothing new (a stream of a several-stream query that did not move)
+            return []
         first = last_offset.planned_from if last_offset.planned_from is not None else first_offset.seq
         stop = last_offset.seq
         if stop <= first:
