@@ -32,6 +32,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("jetstream_sync.spark needs PySpark and PyArrow: pip install 'jetstream-sync[spark]'") from exc
 
 from .datasource import READ_SCHEMA, JetStreamBatchReader, JetStreamDataSource, JetStreamStreamReader, SequenceRange
+from .multi import MultiStreamReader
 from .offsets import StreamOffset, StreamRecreatedError
 from .options import ConnectionOptions, ReadOptions, WriteOptions, parse_read_options, parse_write_options
 from .reading import DataLossError
@@ -47,6 +48,7 @@ __all__ = [
     "JetStreamDataSource",
     "JetStreamStreamReader",
     "JetStreamStreamWriter",
+    "MultiStreamReader",
     "ReadOptions",
     "SequenceRange",
     "StreamOffset",
