@@ -156,10 +156,10 @@ def check_duplicate_window(connection: ConnectionOptions, stream: str, measured:
             return False
         _watch.warned.add((connection, stream))
     log.warning(
-        "stream %r keeps message ids for %.0f s (duplicate_window), but %s took %.0f s and Spark's retries need "
-        "about %.0f s more: rows replayed later than %.0f s after their first attempt are stored twice "
-        "(never lost). Raise the stream's duplicate_window to at least %.0f s (StreamConfig.duplicate_window, "
-        "nats stream edit --dupe-window), or make micro-batches shorter.",
+        "stream %r keeps message ids for %.0f s (duplicate_window), less than %s (%.0f s) plus %.0f s for "
+        "Spark's task retries and a restart: rows replayed later than %.0f s after their first attempt are "
+        "stored twice (never lost). Raise the stream's duplicate_window to at least %.0f s "
+        "(StreamConfig.duplicate_window, nats stream edit --dupe-window), or make micro-batches shorter.",
         stream,
         window,
         what,
@@ -210,7 +210,7 @@ class JetStreamBatchWriter(DataSourceArrowWriter):
         tasks, published, duplicates = _summary(messages)
         log.info("write committed: %d tasks published %d messages (%d duplicates)", tasks, published, duplicates)
         if self.options.idempotent:
-            _check_after_commit(self.options.connection, messages, "this write")
+            _check_after_commit(self.options.connection, messages, "the length of this write")
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """PySpark: the write failed (on the driver); what was published stays (a stream cannot take it back).
@@ -267,7 +267,7 @@ class JetStreamStreamWriter(DataSourceStreamArrowWriter):
         if stream is None:
             log.warning("no stream captures subject %r: the writes will fail until one does", subject)
             return
-        check_duplicate_window(self.options.connection, stream, 0.0, "a micro-batch")
+        check_duplicate_window(self.options.connection, stream, 0.0, "what this query has measured so far")
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         """PySpark: publish the rows of one partition of a micro-batch, on an executor."""
@@ -288,7 +288,9 @@ class JetStreamStreamWriter(DataSourceStreamArrowWriter):
         tasks, published, duplicates = _summary(messages)
         log.info("batch %d committed: %d tasks published %d (%d duplicates)", batchId, tasks, published, duplicates)
         if self.options.idempotent:
-            _check_after_commit(self.options.connection, messages, "a micro-batch (or the time between two)")
+            _check_after_commit(
+                self.options.connection, messages, "the length of a micro-batch or the time between two"
+            )
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """PySpark: a micro-batch failed (on the driver); what was published stays, and Spark replays the batch."""

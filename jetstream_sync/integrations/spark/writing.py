@@ -142,15 +142,32 @@ def _source_columns(lowered: Mapping[str, tuple[str, str]]) -> tuple[str | None,
     if all(column is not None and column[1] in _SOURCE_TYPES[name] for name, column in found.items()):
         stream, seq = found["stream"], found["seq"]
         assert stream is not None and seq is not None
-        log.info("default message ids from the source columns %r and %r and each row's digest", stream[0], seq[0])
+        _once(
+            logging.INFO,
+            "default message ids from the source columns %r and %r and each row's digest",
+            stream[0],
+            seq[0],
+        )
         return stream[0], seq[0]
     if any(column is not None for column in found.values()):
-        log.info(
+        _once(
+            logging.INFO,
             "columns stream/seq are not (string, bigint) (%s): default message ids are scoped to the batch "
             "and partition, so a replay in another partitioning stores its rows again",
             ", ".join(f"{c[0]} {c[1]}" for c in found.values() if c is not None),
         )
     return None, None
+
+
+_logged: set[tuple[object, ...]] = set()
+
+
+def _once(level: int, message: str, *args: object) -> None:
+    """Log a planning message once per process: Spark plans the write again for every streaming commit."""
+    key = (message, *args)
+    if key not in _logged:
+        _logged.add(key)
+        log.log(level, message, *args)
 
 
 def _frame(text: str) -> bytes:
