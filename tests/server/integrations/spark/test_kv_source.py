@@ -382,6 +382,7 @@ def test_overwrite_is_refused():
 # -- the example --------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.timeout(300)  # a new Spark and two queries: past the default 120 s when the machine is busy
 def test_the_kv_cdc_example_runs_in_one_command():
     example = REPO_ROOT / "examples" / "spark_kv_cdc.py"
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
