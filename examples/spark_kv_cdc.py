@@ -30,7 +30,7 @@ def run(url: str, checkpoint: str) -> None:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import DataFrame, SparkSession
 
-    from jetstream_sync.integrations.spark.kv_source import JetStreamKeyValueDataSource
+    from jetstream_sync.spark import JetStreamKeyValueDataSource
 
     with jetstream_sync.connect(url, name="spark-kv-cdc") as nc:
         js = nc.jetstream()

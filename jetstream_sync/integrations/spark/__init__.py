@@ -32,6 +32,15 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("jetstream_sync.spark needs PySpark and PyArrow: pip install 'jetstream-sync[spark]'") from exc
 
 from .datasource import READ_SCHEMA, JetStreamBatchReader, JetStreamDataSource, JetStreamStreamReader, SequenceRange
+from .kv_options import KeyValueReadOptions, KeyValueWriteOptions, parse_kv_read_options, parse_kv_write_options
+from .kv_sink import KeyValueBatchWriter, KeyValueCommitMessage, KeyValueStreamWriter, KeyValueWriteConflictError
+from .kv_source import (
+    KV_SCHEMA,
+    JetStreamKeyValueDataSource,
+    KeySetPartition,
+    KeyValueBatchReader,
+    KeyValueStreamReader,
+)
 from .multi import MultiStreamReader
 from .offsets import StreamOffset, StreamRecreatedError
 from .options import ConnectionOptions, ReadOptions, WriteOptions, parse_read_options, parse_write_options
@@ -39,6 +48,7 @@ from .reading import DataLossError
 from .sink import JetStreamBatchWriter, JetStreamCommitMessage, JetStreamStreamWriter
 
 __all__ = [
+    "KV_SCHEMA",
     "READ_SCHEMA",
     "ConnectionOptions",
     "DataLossError",
@@ -46,14 +56,26 @@ __all__ = [
     "JetStreamBatchWriter",
     "JetStreamCommitMessage",
     "JetStreamDataSource",
+    "JetStreamKeyValueDataSource",
     "JetStreamStreamReader",
     "JetStreamStreamWriter",
+    "KeySetPartition",
+    "KeyValueBatchReader",
+    "KeyValueBatchWriter",
+    "KeyValueCommitMessage",
+    "KeyValueReadOptions",
+    "KeyValueStreamReader",
+    "KeyValueStreamWriter",
+    "KeyValueWriteConflictError",
+    "KeyValueWriteOptions",
     "MultiStreamReader",
     "ReadOptions",
     "SequenceRange",
     "StreamOffset",
     "StreamRecreatedError",
     "WriteOptions",
+    "parse_kv_read_options",
+    "parse_kv_write_options",
     "parse_read_options",
     "parse_write_options",
 ]
