@@ -42,6 +42,14 @@ from .kv_source import (
     KeyValueStreamReader,
 )
 from .multi import MultiStreamReader
+from .object_source import (
+    OBJECTS_SCHEMA,
+    JetStreamObjectsDataSource,
+    JetStreamObjectsReader,
+    ObjectReadOptions,
+    ObjectTooLargeError,
+    parse_object_options,
+)
 from .offsets import StreamOffset, StreamRecreatedError
 from .options import ConnectionOptions, ReadOptions, WriteOptions, parse_read_options, parse_write_options
 from .reading import DataLossError
@@ -49,6 +57,7 @@ from .sink import JetStreamBatchWriter, JetStreamCommitMessage, JetStreamStreamW
 
 __all__ = [
     "KV_SCHEMA",
+    "OBJECTS_SCHEMA",
     "READ_SCHEMA",
     "ConnectionOptions",
     "DataLossError",
@@ -57,6 +66,8 @@ __all__ = [
     "JetStreamCommitMessage",
     "JetStreamDataSource",
     "JetStreamKeyValueDataSource",
+    "JetStreamObjectsDataSource",
+    "JetStreamObjectsReader",
     "JetStreamStreamReader",
     "JetStreamStreamWriter",
     "KeySetPartition",
@@ -69,6 +80,8 @@ __all__ = [
     "KeyValueWriteConflictError",
     "KeyValueWriteOptions",
     "MultiStreamReader",
+    "ObjectReadOptions",
+    "ObjectTooLargeError",
     "ReadOptions",
     "SequenceRange",
     "StreamOffset",
@@ -76,6 +89,7 @@ __all__ = [
     "WriteOptions",
     "parse_kv_read_options",
     "parse_kv_write_options",
+    "parse_object_options",
     "parse_read_options",
     "parse_write_options",
 ]

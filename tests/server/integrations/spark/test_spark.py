@@ -617,7 +617,8 @@ def test_the_pipeline_example_runs_in_one_command():
 
 @pytest.mark.spark
 def test_format_jetstream_is_registered_automatically(nats_server, tmp_path):
-    """A fresh Spark session finds format("jetstream") with no register() call (PySpark's pyspark_* lookup)."""
+    """A fresh Spark session finds format("jetstream"), "jetstream-kv" and "jetstream-objects" with no
+    register() call (PySpark's pyspark_* lookup, one module per format)."""
     import subprocess
 
     stream = "AUTOREG"
@@ -626,14 +627,21 @@ def test_format_jetstream_is_registered_automatically(nats_server, tmp_path):
         js.create_or_update_stream(jetstream_sync.StreamConfig(name=stream, subjects=["autoreg.>"]))
         for i in range(3):
             js.publish("autoreg.x", b"%d" % i)
+        js.create_key_value(jetstream_sync.KeyValueConfig(bucket="AUTOREG_KV")).put("k", b"v")
+        js.create_object_store(jetstream_sync.ObjectStoreConfig(bucket="AUTOREG_OBJ")).put("o", b"object")
+    url = nats_server.url
     script = f"""
 from pyspark.sql import SparkSession
 spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
          .config("spark.sql.shuffle.partitions", "1").getOrCreate())
 spark.sparkContext.setLogLevel("ERROR")
-rows = (spark.read.format("jetstream").option("servers", {nats_server.url!r}).option("stream", {stream!r})
+rows = (spark.read.format("jetstream").option("servers", {url!r}).option("stream", {stream!r})
         .load().orderBy("seq").collect())
 print("ROWS", [bytes(r.data).decode() for r in rows])
+kv = spark.read.format("jetstream-kv").option("servers", {url!r}).option("bucket", "AUTOREG_KV").load().collect()
+print("KV", [(r.key, bytes(r.value).decode()) for r in kv])
+objects = spark.read.format("jetstream-objects").option("servers", {url!r}).load("AUTOREG_OBJ").collect()
+print("OBJECTS", [(r.name, bytes(r.content).decode()) for r in objects])
 spark.stop()
 """
     # A regular install puts pyspark_jetstream on a path entry, where PySpark's pkgutil scan finds it; an
@@ -649,3 +657,5 @@ spark.stop()
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=180, env=env, cwd=tmp_path
     )
     assert "ROWS ['0', '1', '2']" in result.stdout, result.stderr[-3000:]
+    assert "KV [('k', 'v')]" in result.stdout, result.stderr[-3000:]
+    assert "OBJECTS [('o', 'object')]" in result.stdout, result.stderr[-3000:]
