@@ -25,12 +25,10 @@ if shutil.which("java") is None:  # pragma: no cover - depends on the machine
 
 from pyspark.errors import PySparkException
 from pyspark.sql import functions as F
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import BinaryType
 
 import jetstream_sync
-from jetstream_sync import ConsumerConfig, StreamConfig, errors
-from jetstream_sync.integrations.spark.range_reader import read_range
+from jetstream_sync import StreamConfig, errors
 from jetstream_sync.integrations.spark.reading import plan_ranges
 from jetstream_sync.spark import (
     READ_SCHEMA,
@@ -469,49 +467,6 @@ def test_the_core_package_does_not_import_pyspark():
 
 
 # -- the figure ---------------------------------------------------------------------------------------------------
-
-
-@pytest.mark.timeout(600)
-def test_read_throughput_figures(spark, nats_server, js, big, capsys):
-    """Rows/s of a batch read with 1, 2 and 4 partitions against one client's fetch: best of 3 runs each,
-    printed even without -s. Spark's timing includes planning the query (about 0.2 s once warm)."""
-    name, _, _ = big
-    stream = js.stream(name)
-    fetch_rates = []
-    for _ in range(3):
-        consumer = stream.create_consumer(
-            ConsumerConfig(ack_policy=jetstream_sync.AckPolicy.NONE, inactive_threshold=30, mem_storage=True)
-        )
-        started = time.perf_counter()
-        fetched = 0
-        while fetched < BIG:
-            fetched += sum(1 for _ in consumer.fetch(5000, expires=5))
-        fetch_rates.append(BIG / (time.perf_counter() - started))
-        consumer.delete()
-    figures = [f"{BIG:,} messages; single-client fetch (Msg objects only): {max(fetch_rates):,.0f} rows/s"]
-    options = parse_read_options({"servers": nats_server.url, "stream": name}, streaming=False)
-    arrow_schema = to_arrow_schema(READ_SCHEMA, timezone="UTC")
-    direct_rates = []
-    for _ in range(3):
-        started = time.perf_counter()
-        assert sum(b.num_rows for b in read_range(options, 1, BIG, "direct", arrow_schema)) == BIG
-        direct_rates.append(BIG / (time.perf_counter() - started))
-    figures.append(f"single-client read_range (direct get to Arrow, no Spark): {max(direct_rates):,.0f} rows/s")
-    for partitions in (1, 2, 4):
-        df = source(spark, nats_server.url, name, numPartitions=partitions, minPartitionSize=1000)
-        df.agg(F.sum(F.length("data"))).collect()  # warm the Python workers and their clients
-        rates = []
-        for _ in range(3):
-            started = time.perf_counter()
-            total = df.agg(F.count("*").alias("n"), F.sum(F.length("data")).alias("bytes")).first()
-            rates.append(BIG / (time.perf_counter() - started))
-            assert total.n == BIG
-        figures.append(
-            f"spark batch read, {partitions} partition(s): {max(rates):,.0f} rows/s "
-            f"({max(rates) / max(fetch_rates):.2f}x fetch; runs {', '.join(f'{r:,.0f}' for r in rates)})"
-        )
-    with capsys.disabled():
-        print("\n" + "\n".join(figures))
 
 
 def _spark_connections(server) -> int:
