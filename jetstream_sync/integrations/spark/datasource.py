@@ -97,8 +97,7 @@ class JetStreamBatchReader(DataSourceReader):
             first = check_data_loss(options, first, last, stream.cached_info.state.first_seq)
             ranges = plan_partitions(options, mode, first, last, stream.cached_info)
             log.info("reading %s sequences %d-%d in %d partitions (%s)", options.stream, first, last, len(ranges), mode)
-            for part in ranges:
-                planned.append(SequenceRange(len(planned), part.first, part.last, part.mode, part.planned, part.stream))
+            planned.extend(part.numbered(len(planned) + i) for i, part in enumerate(ranges))
         return planned
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

@@ -87,7 +87,7 @@ class MultiStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for name, reader in self.readers.items():
             for part in reader.partitions(starts[name], ends[name]):
                 if isinstance(part, SequenceRange):  # a single-stream reader plans nothing else
-                    planned.append(SequenceRange(len(planned), part.first, part.last, part.mode, part.planned, name))
+                    planned.append(part.numbered(len(planned)))
         return planned
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

@@ -58,6 +58,10 @@ class SequenceRange(InputPartition):
         self.planned = planned
         self.stream = stream  #: the stream read (a query may read several); "" means the options' stream
 
+    def numbered(self, index: int) -> SequenceRange:
+        """This range as partition ``index`` of a plan that joins the ranges of several streams."""
+        return SequenceRange(index, self.first, self.last, self.mode, self.planned, self.stream)
+
     @property
     def created(self) -> str | None:
         """The creation time of the stream the range was planned on (None: not known)."""
