@@ -9,10 +9,11 @@ as_completed, cancel) goes through the property and gets the real thing, so sema
 
 from __future__ import annotations
 
-import os
 import threading
 from concurrent.futures import Future, InvalidStateError, _base
 from typing import Any, TypeVar
+
+from ._fork import after_fork
 
 T = TypeVar("T")
 
@@ -23,13 +24,13 @@ _SETTLE = threading.Lock()
 def _fresh_lock_after_fork() -> None:
     """In a forked child: a new lock. The parent's IO thread takes _SETTLE for every future it settles; a fork
     at that moment would leave the child's copy held for ever, and the child's own client (a Celery or gunicorn
-    worker connecting after the fork) would hang on its first publish ack."""
+    worker connecting after the fork) would hang on its first publish ack. The child's first client runs this
+    before it makes a future, however the fork was made (``_fork.check_process``)."""
     global _SETTLE
     _SETTLE = threading.Lock()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_fresh_lock_after_fork)
+after_fork(_fresh_lock_after_fork)
 _LAZY = "_lazy_condition"
 _DONE = frozenset({_base.CANCELLED, _base.CANCELLED_AND_NOTIFIED, _base.FINISHED})
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from .. import errors
+from ._fork import ForkGuard
 
 T = TypeVar("T")
 
@@ -46,6 +47,9 @@ class IOLoop:
     """Owns the event loop thread. ``call`` blocks a user thread on a coroutine; ``post`` fires and forgets."""
 
     def __init__(self) -> None:
+        #: the loop and its thread exist only in the process that made them: in a forked child, crossing into
+        #: the loop (a wake-up written to the self-pipe the parent shares) raises ForkedClientError instead
+        self.fork_guard = ForkGuard()
         self.loop = asyncio.new_event_loop()
         self._calls: set[concurrent.futures.Future[Any]] = set()
         self._closed = False
@@ -88,6 +92,9 @@ class IOLoop:
 
     def call(self, coro: Coroutine[Any, Any, T], timeout: float, what: str) -> T:
         """Run ``coro`` on the loop and wait for it; cancel it when the timeout passes."""
+        if self.fork_guard.inherited:
+            coro.close()
+            raise errors.ForkedClientError()
         if self._closed:
             coro.close()
             raise errors.ConnectionClosedError()
@@ -103,6 +110,7 @@ class IOLoop:
 
     def post(self, fn: Callable[..., object], *args: Any) -> None:
         """Schedule ``fn(*args)`` on the loop without waiting."""
+        self.fork_guard.check()
         if self._closed:
             raise errors.ConnectionClosedError()
         try:

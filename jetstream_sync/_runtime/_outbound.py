@@ -59,6 +59,7 @@ class Outbound:
         Behind a backlog over high water, waits at most ``timeout`` seconds (None: the client's timeout) for the
         IO thread to take it; TimeoutError then, before anything of ``command`` was queued.
         """
+        self._io.fork_guard.check()  # in a forked child the socket and the IO thread are the parent's
         size = len(command) if isinstance(command, bytes) else sum(len(part) for part in command)
         if not self._nc.is_connected and self._nc.reconnect_buffered() + self._queued + size > self._reconnect_buffer:
             if self._nc.is_closed or self._io.closed:
@@ -89,6 +90,7 @@ class Outbound:
         (the ack of the message a ``next()`` loop just handled) go first in the same write, so the request does
         not wait for the IO thread to wake and write them. Otherwise, as :meth:`put`.
         """
+        self._io.fork_guard.check()  # before the direct write: the inherited socket reaches the server
         gate = self._nc.gate
         if gate.bound and self._queued <= _CARRY_LIMIT and gate.lock.acquire(blocking=False):
             try:

@@ -308,8 +308,8 @@ class Runtime:
 
     @property
     def is_connected(self) -> bool:
-        """Connected right now."""
-        return not self._closed and bool(self._nc.is_connected)
+        """Connected right now; never in a forked child, where the connection is the parent's."""
+        return not self._closed and not self.fork_guard.inherited and bool(self._nc.is_connected)
 
     def server_info(self) -> dict[str, Any]:
         """A copy of the INFO of the server connected to."""

@@ -7,9 +7,10 @@ import or app creation; :func:`process_client` connects in the process that firs
 never sees its parent's clients: it forgets them (without closing: they are the parent's, and closing would
 touch sockets the parent still uses) and makes its own.
 
-The child forgets through ``os.register_at_fork``, which also gives it a fresh lock: a parent thread may have
-held the cache's lock at the moment of the fork, and that lock would stay held in the child forever. The
-process id is checked as well, for a fork the hook does not see (a C extension calling fork() directly).
+The child forgets through the client's fork detection (``_runtime.after_fork``), which also gives it a fresh
+lock: a parent thread may have held the cache's lock at the moment of the fork, and that lock would stay held in
+the child forever. It runs at once after ``os.fork()`` and, for a fork Python's hooks do not see (uWSGI's workers,
+a C extension calling fork() directly), when the child first asks for a client (``check_process``).
 Clients are closed when the process exits (``atexit``), so buffered publishes and acks reach the server.
 """
 
@@ -20,6 +21,7 @@ import logging
 import os
 import threading
 
+from .._runtime import after_fork, check_process
 from ..client import Client
 from ._connection import ConnectionSettings, redacted
 
@@ -34,7 +36,6 @@ class _ProcessCache:
     threads that want that same client."""
 
     def __init__(self) -> None:
-        self.pid = os.getpid()
         self.lock = threading.Lock()
         self.clients: dict[ConnectionSettings, Client] = {}
         self.connecting: dict[ConnectionSettings, threading.Lock] = {}
@@ -49,15 +50,12 @@ def _forget_inherited() -> None:
     _cache = _ProcessCache()
 
 
-os.register_at_fork(after_in_child=_forget_inherited)
+after_fork(_forget_inherited)
 
 
 def _current() -> _ProcessCache:
-    cache = _cache
-    if cache.pid != os.getpid():  # forked without the hook running
-        _forget_inherited()
-        cache = _cache
-    return cache
+    check_process()  # a fork Python's hooks did not see runs _forget_inherited now
+    return _cache
 
 
 def process_client(settings: ConnectionSettings) -> Client:
@@ -79,7 +77,7 @@ def process_client(settings: ConnectionSettings) -> Client:
             client = cache.clients.get(settings)
             if client is not None and not client.is_closed:
                 return client
-        log.debug("connecting to %s in process %d", redacted(settings.servers), cache.pid)
+        log.debug("connecting to %s in process %d", redacted(settings.servers), os.getpid())
         client = settings.connect()
         with cache.lock:
             cache.clients[settings] = client

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import importlib
 import logging
-import os
 import threading
 import weakref
 from collections.abc import Callable
@@ -51,6 +50,7 @@ from flask import Flask, current_app, has_app_context
 from flask.cli import AppGroup
 
 from .. import errors
+from .._runtime import after_fork
 from ..client import Client
 from ..jetstream import JetStream as JetStreamContext
 from ..message import Msg
@@ -90,7 +90,7 @@ def _fresh_after_fork() -> None:
     _contexts = weakref.WeakKeyDictionary()
 
 
-os.register_at_fork(after_in_child=_fresh_after_fork)
+after_fork(_fresh_after_fork)
 
 
 def settings_of(app: Flask) -> ConnectionSettings:
@@ -155,7 +155,7 @@ class JetStream:
     def js(self) -> JetStreamContext:
         """A JetStream context of :attr:`client`, one per client (so ``publish_async_complete`` covers every
         publish_async of the process)."""
-        client = self.client
+        client = self.client  # process_client ran check_process: after a C-level fork the lock is new
         with _contexts_lock:
             context = _contexts.get(client)
             if context is None:

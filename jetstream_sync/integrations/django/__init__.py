@@ -17,10 +17,10 @@ the process and closed when it exits.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Mapping
 
+from ..._runtime import after_fork, check_process
 from ...client import Client
 from ...errors import InvalidArgumentError, InvalidTypeError
 from ...jetstream.context import JetStream
@@ -44,7 +44,7 @@ def _fresh_lock_after_fork() -> None:
     _parsed_lock = threading.Lock()
 
 
-os.register_at_fork(after_in_child=_fresh_lock_after_fork)
+after_fork(_fresh_lock_after_fork)
 
 
 def connection_settings() -> ConnectionSettings:
@@ -62,6 +62,7 @@ def connection_settings() -> ConnectionSettings:
             f"settings.{SETTING_NAME} is not set: add {SETTING_NAME} = {{'SERVERS': ['nats://127.0.0.1:4222']}}"
         )
     snapshot = dict(raw) if isinstance(raw, Mapping) else None
+    check_process()  # a worker forked in C (uWSGI) gets a fresh lock before it takes it
     with _parsed_lock:
         if snapshot is not None and _parsed is not None and _parsed[0] == snapshot:
             return _parsed[1]

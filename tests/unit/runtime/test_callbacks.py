@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from jetstream_sync._runtime import _callbacks, _fork
+from jetstream_sync._runtime import _callbacks
 from jetstream_sync._runtime._callbacks import CALLBACKS_THREAD_NAME, CallbackRunner
 from jetstream_sync._runtime._watchdog import Watchdog, check_library_code
 from tests.helpers import wait_until
@@ -169,7 +169,11 @@ def test_a_callback_may_stop_its_own_runner() -> None:
 def test_a_forked_child_drops_callbacks_without_a_thread(
     runner: CallbackRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_fork, "_generation", _fork._generation + 1)  # what os.fork's hook does in the child
+    class DeadMark:  # what the runner's process mark reads in a forked child
+        def alive(self) -> bool:
+            return False
+
+    monkeypatch.setattr(runner._fork_guard, "_mark", DeadMark())
     runner.submit(lambda: None)
     assert runner.thread is None
 
