@@ -16,7 +16,7 @@ from ._mux import RawReply, ReplyHandler
 from ._nats import Handler, NatsSubscription
 from ._port import Closeable, ConnectionListener, Runtime
 from ._translate import redact_url
-from ._wait import wait_while
+from ._wait import wait_while, warn_if_in_event_loop
 
 __all__ = [
     "CALLBACKS_THREAD_NAME",
@@ -35,4 +35,5 @@ __all__ = [
     "check_process",
     "redact_url",
     "wait_while",
+    "warn_if_in_event_loop",
 ]

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from .. import errors
+from ._wait import warn_if_in_event_loop
 
 T = TypeVar("T")
 
@@ -45,11 +46,23 @@ class MessageBuffer(Generic[T]):
         return self._ended
 
     # -- producer side (IO thread) ------------------------------------------------------------------------
-    def put(self, item: T) -> None:
-        self._items.append(item)
+    def put(self, item: T) -> bool:
+        """Append ``item``; False when the buffer was aborted and ``item`` was not taken (the caller gives it
+        back to the server). Checked after the append, without the lock: :meth:`abort` (another thread) sets
+        the flag before it takes the items, so an item appended meanwhile is either taken by its loop or
+        found again here, never left behind."""
+        items = self._items
+        items.append(item)
+        if self._aborted:
+            try:
+                items.remove(item)
+            except ValueError:
+                return True  # abort took it, and gives it back with the rest
+            return False
         if not self._notify_pending:
             self._notify_pending = True
             self._schedule_notify(self._notify)
+        return True
 
     def _notify(self) -> None:
         self._notify_pending = False
@@ -64,14 +77,25 @@ class MessageBuffer(Generic[T]):
                 self._end = exc
             self._cond.notify_all()
 
-    def abort(self, exc: BaseException) -> None:
-        """End at once: drop buffered items, readers get ``exc``. Returns nothing; idempotent."""
+    def abort(self, exc: BaseException) -> list[T]:
+        """End at once: readers get ``exc``; returns the items dropped (nothing on a second call). Idempotent.
+
+        Items are taken one ``popleft`` at a time, as a reader's lock-free fast path takes them, so each item
+        is either handed to a reader or returned here, never both (the caller gives them back to the server).
+        """
+        dropped: list[T] = []
         with self._cond:
             self._ended = True
             self._aborted = True
             self._end = exc
-            self._items.clear()
+            items = self._items
+            while True:
+                try:
+                    dropped.append(items.popleft())
+                except IndexError:
+                    break
             self._cond.notify_all()
+        return dropped
 
     def snapshot(self) -> list[T]:
         """A copy of what is buffered now."""
@@ -92,6 +116,8 @@ class MessageBuffer(Generic[T]):
                 return items.popleft()
             except IndexError:
                 pass
+        if timeout != 0:
+            warn_if_in_event_loop("reading messages (next, fetch, messages, a subscription)")
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             while True:

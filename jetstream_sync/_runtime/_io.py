@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from .. import errors
 from ._fork import ForkGuard
+from ._wait import warn_if_in_event_loop
 
 T = TypeVar("T")
 
@@ -101,6 +102,7 @@ class IOLoop:
         if self.in_io_thread:
             coro.close()
             raise RuntimeError("blocking jetstream_sync calls cannot be made from the IO thread")
+        warn_if_in_event_loop(what)
         fut = asyncio.run_coroutine_threadsafe(coro, self.loop)
         self._calls.add(fut)
         try:

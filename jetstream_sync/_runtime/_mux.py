@@ -144,9 +144,11 @@ class ReplyWaiter:
             self.done = True
             self._lock.release()
 
-    def wait(self, timeout: float, what: str) -> RawReply:
+    def wait(self, timeout: float, what: str, waited: float | None = None) -> RawReply:
+        """The reply within ``timeout``; the TimeoutError names ``waited`` (the caller's whole timeout, of which
+        sending the request may have used a little) when given."""
         if not self._lock.acquire(timeout=timeout):
-            raise errors.TimeoutError(f"{what} did not complete within {timeout:g}s")
+            raise errors.TimeoutError(f"{what} did not complete within {timeout if waited is None else waited:g}s")
         if self.error is not None:
             raise self.error
         assert self.reply is not None

@@ -431,6 +431,37 @@ class NatsConnection(nats.aio.client.Client):
         """IO thread: stop dispatching to ``sub``'s handler at once (the UNSUB may follow later)."""
         self.fast_handlers.pop(sub._id, None)
 
+    @staticmethod
+    def unsub_command(sub: NatsSubscription) -> bytes:
+        """The UNSUB of ``sub``, for a thread that must have it written before what it sends next."""
+        return b"UNSUB %d\r\n" % sub._id
+
+    def reroute(self, sub: NatsSubscription, handler: Handler) -> None:
+        """IO thread: dispatch ``sub``'s messages to ``handler`` from now on."""
+        self.fast_handlers[sub._id] = handler
+
+    async def retire(self, sub: NatsSubscription, late: Handler, timeout: float) -> None:
+        """IO thread: UNSUB ``sub`` and route what still arrives for it to ``late`` until the server has seen
+        the UNSUB (a PING/PONG after it), then to nothing.
+
+        What the server sent before it processed the UNSUB arrives after it was written; nats-py forgets the
+        subscription at once and would drop those messages, and a JetStream message dropped that way waits for
+        its consumer's ack wait. Dispatch looks up ``fast_handlers`` before nats-py's subscriptions, so ``late``
+        sees them all. When the round trip fails (disconnected, closed, timed out) nothing more can come on
+        this connection for the subscription, and ``late`` is forgotten all the same.
+        """
+        sid = sub._id
+        self.fast_handlers[sid] = late
+        try:
+            if not self.is_closed:
+                await sub.unsubscribe()
+                await self.flush_or_raise(timeout)
+        except (errors.JetStreamError, nats.errors.Error, OSError):
+            log.debug("the UNSUB of subscription %d was not confirmed; late messages are no longer awaited", sid)
+        finally:
+            if self.fast_handlers.get(sid) is late:
+                del self.fast_handlers[sid]
+
     async def fast_unsubscribe(self, sub: NatsSubscription) -> None:
         self.fast_handlers.pop(sub._id, None)
         if not self.is_closed:

@@ -33,6 +33,7 @@ from ._mux import RawReply, ReplyHandler, ReplyWaiter, RequestMux
 from ._nats import Handler, NatsConnection, NatsSubscription, Nuid
 from ._outbound import Outbound
 from ._translate import connect_failure, translate_error
+from ._wait import warn_if_in_event_loop
 from ._watchdog import Timer, Watchdog, check_library_code
 
 if TYPE_CHECKING:
@@ -358,12 +359,13 @@ class Runtime:
 
     def request(self, encode: Callable[[bytes], Command], timeout: float, what: str) -> RawReply:
         """Send ``encode(reply_subject)`` and wait for the first reply; ``what`` names it in errors."""
+        warn_if_in_event_loop(what)
         waiter = ReplyWaiter()
         reply = self._mux.register(waiter)
         deadline = time.monotonic() + timeout
         try:
             self._outbound.put_waiting(encode(reply), timeout)  # a stalled backlog spends part of the timeout
-            return waiter.wait(max(0.0, deadline - time.monotonic()), what)
+            return waiter.wait(max(0.0, deadline - time.monotonic()), what, timeout)
         except errors.TimeoutError:
             if not self.is_connected and not self._closed:
                 raise errors.TimeoutError(
@@ -421,11 +423,38 @@ class Runtime:
         """Blocking: stop the subscription; the server sees the UNSUB before this returns."""
         self._io.call(self._nc.fast_unsubscribe(sub), timeout, "unsubscribe")
 
-    def unsubscribe_soon(self, sub: NatsSubscription, label: str) -> None:
-        """IO thread: stop dispatching now and send the UNSUB in the background (fire and forget)."""
+    def unsubscribe_soon(self, sub: NatsSubscription, label: str, late: Handler | None = None) -> None:
+        """IO thread: stop dispatching now and send the UNSUB in the background (fire and forget).
+
+        With ``late``, what the server sent before it saw the UNSUB goes to ``late`` instead of being dropped
+        (a read that ends gives those messages back rather than leave them to their ack wait), until a
+        PING/PONG after the UNSUB says nothing more can come (``NatsConnection.retire``).
+        """
+        if late is not None:
+            self.retire(sub, late)
+            return
         self._nc.drop_handler(sub)
         if not self._nc.is_closed:
             asyncio.get_running_loop().create_task(self._quiet_unsubscribe(sub, label))
+
+    def send_unsub(self, sub: NatsSubscription) -> None:
+        """Any thread: queue the UNSUB of ``sub`` now, so it reaches the server before anything this thread sends
+        next; the IO thread then ends the subscription as usual (:meth:`unsubscribe_soon`: its own UNSUB finds
+        nothing left to remove at the server).
+
+        A read the user leaves ends this way: its pull must be gone before the user's next publish reaches the
+        consumer, and a request the calling thread writes directly (``Outbound.put_waiting``) would pass an
+        UNSUB that the IO thread has yet to write; it never passes what is queued before it. Raises as
+        :meth:`send` does (not connected with the reconnect buffer full, closed, forked).
+        """
+        self.send(self._nc.unsub_command(sub))
+
+    def retire(self, sub: NatsSubscription, late: Handler) -> asyncio.Task[None]:
+        """IO thread: from now on what arrives for ``sub`` goes to ``late``; UNSUB it, and forget ``late`` once
+        the server confirmed the UNSUB (or the connection cannot tell any more). The task ends then: a drain
+        awaits it before it ends its reader. See ``NatsConnection.retire``."""
+        self._nc.reroute(sub, late)
+        return asyncio.get_running_loop().create_task(self._nc.retire(sub, late, self.default_timeout))
 
     async def _quiet_unsubscribe(self, sub: NatsSubscription, label: str) -> None:
         try:

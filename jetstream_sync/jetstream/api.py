@@ -18,7 +18,7 @@ from .._protocol import api_payload, api_response, reply_encoder
 from .._runtime import RawReply, Runtime
 from .._validate import check_timeout, prepare_message
 from ..client import Client
-from .retry import default_api_retry, is_idempotent_api, split_timeout, within_deadline
+from .retry import default_api_retry, is_idempotent_api, retry_within, split_timeout
 
 __all__ = ["JetStreamAPI"]
 
@@ -87,7 +87,7 @@ class JetStreamAPI:
             reply = self.request_raw(subject, body, split_timeout(seconds, deadline))
             return api_response(reply.data, subject)
 
-        return within_deadline(self.retry, deadline)(attempt)
+        return retry_within(self.retry, deadline, seconds, f"JetStream API {subject}", attempt)
 
     def request_raw(self, subject: str, body: dict[str, Any] | None, timeout: float | None = None) -> RawReply:
         """A request to any JetStream subject, the reply as it came; "no responders" means JetStream is not there."""

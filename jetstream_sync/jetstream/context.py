@@ -66,7 +66,7 @@ from .publish import (
     PublishOptions,
     parse_pub_ack,
 )
-from .retry import default_publish_retry, split_timeout, within_deadline
+from .retry import default_publish_retry, retry_within, split_timeout, within_deadline
 from .streams import Stream
 from .subscribe import JetStreamSubscription, PullSubscription
 
@@ -429,7 +429,7 @@ class JetStream(KeyValueManager, ObjectStoreManager):
             return self._runtime.request(encode, split_timeout(seconds, deadline), what)
 
         try:
-            return within_deadline(self.api.retry, deadline)(attempt)
+            return retry_within(self.api.retry, deadline, seconds, what, attempt)
         except errors.NoRespondersError:
             return self._retry_no_responders(encode, deadline, what, subject, attempt)
 

@@ -40,7 +40,7 @@ from .._validate import check_int, check_subject, check_timeout
 from ..client import Client
 from ..headers import Headers, parse_header_block
 from ..models import StoredMsg, parse_time
-from .retry import split_timeout, within_deadline
+from .retry import retry_within, split_timeout
 
 if TYPE_CHECKING:
     from .api import JetStreamAPI
@@ -151,7 +151,7 @@ def direct_get_one(
         stored, _ = _parse(reply.headers, reply.data, subject)
         return _stored(stored)
 
-    return within_deadline(api.retry, deadline)(attempt)
+    return retry_within(api.retry, deadline, seconds, f"direct get on {subject}", attempt)
 
 
 def _no_replica_answered(api: JetStreamAPI, stream: str, subject: str, deadline: float) -> errors.JetStreamError:

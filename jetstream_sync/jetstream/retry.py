@@ -25,11 +25,14 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import tenacity
 
 from .. import errors
+
+T = TypeVar("T")
 
 __all__ = [
     "API_ATTEMPTS",
@@ -37,6 +40,7 @@ __all__ = [
     "default_publish_retry",
     "is_idempotent_api",
     "is_transient_cluster_error",
+    "retry_within",
     "split_timeout",
     "within_deadline",
 ]
@@ -116,6 +120,23 @@ class _StopAtDeadline(tenacity.stop.stop_base):
 def within_deadline(retry: tenacity.Retrying, deadline: float) -> tenacity.Retrying:
     """A copy of ``retry`` that makes no attempt, and sleeps no pause, past ``deadline`` (time.monotonic())."""
     return retry.copy(stop=_StopAtDeadline(retry.stop, retry.wait, deadline))
+
+
+def retry_within(retry: tenacity.Retrying, deadline: float, seconds: float, what: str, attempt: Callable[[], T]) -> T:
+    """Run ``attempt`` as ``retry`` says within ``deadline`` (:func:`within_deadline`). When the last attempt
+    times out after others, the TimeoutError names the time the caller gave the call (``seconds``) and how many
+    attempts were made, not the share of the timeout the last attempt had: "within 1.51s" after a 5 s wait
+    sent people looking for a 1.5 s setting that does not exist."""
+    retrying = within_deadline(retry, deadline)
+    try:
+        return retrying(attempt)
+    except errors.TimeoutError as exc:
+        attempts = int(retrying.statistics.get("attempt_number", 1))
+        if attempts <= 1:
+            raise
+        raise errors.TimeoutError(
+            f"{what} got no reply within {seconds:g}s ({attempts} attempts, each timed out)"
+        ) from exc
 
 
 def split_timeout(total: float, deadline: float) -> float:

@@ -10,9 +10,10 @@ import logging
 import time
 
 from ... import errors
-from ..._protocol import ACK_PREFIX, NAK, encode_pub, pull_request, status_of
-from ..._runtime import Runtime
+from ..._protocol import ACK_PREFIX, pull_request, status_of
+from ..._runtime import BufferFinished, Runtime
 from ...message import Msg
+from . import _giveback
 from ._heartbeat import HeartbeatMonitor
 from ._limits import read_limit_error, request_limit
 from ._pull import _PullEngine
@@ -68,6 +69,9 @@ class FetchPull(_PullEngine):
         except Exception as exc:
             self._finish(errors.ConnectionClosedError() if self.runtime.is_closed else exc)
             return
+        if self.done:  # cancelled while subscribing: no pull goes out
+            self._retire()
+            return
         self.runtime.add_listener(self)
         self.connected = self.runtime.is_connected  # not: the pull is queued and goes out with the reconnect
         opts = self.options
@@ -97,10 +101,9 @@ class FetchPull(_PullEngine):
 
     def _on_message(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
         if self.done:
-            if reply.startswith(ACK_PREFIX) and not self.target.ack_none:
-                # a second pull's (the one from before a reconnect may live on) or past the deadline: give it
-                # back now rather than after the consumer's ack wait
-                self.runtime.send_now(encode_pub(reply, b"", None, NAK))
+            # a second pull's (the one from before a reconnect may live on), past the deadline, or for a batch its
+            # reader left: given back now rather than after the consumer's ack wait
+            _giveback.give_back_now(self.runtime, reply, self.target.ack_none)
             return
         self.heartbeat.touch()
         if reply.startswith(ACK_PREFIX):
@@ -109,7 +112,8 @@ class FetchPull(_PullEngine):
                 self.target.pin.note(headers)
             self.received += 1
             self.received_bytes += msg.size
-            self.buffer.put(msg)
+            if not self.buffer.put(msg):
+                _giveback.give_back_now(self.runtime, reply, self.target.ack_none)  # the client closed meanwhile
             if self.received >= self.batch or (self.max_bytes and self.received_bytes >= self.max_bytes):
                 self._finish(None)
             return
@@ -156,7 +160,7 @@ class FetchPull(_PullEngine):
         self.heartbeat.stop()
         self.buffer.finish(exc)
         self.runtime.remove_listener(self)
-        self._unsubscribe()
+        self._retire()  # the server drops the pull if it is still waiting; what it sent meanwhile is given back
         self.runtime.untrack(self)
 
     # -- connection events (IO thread) ------------------------------------------------------------------
@@ -191,14 +195,34 @@ class FetchPull(_PullEngine):
         return self.buffer.get(timeout)
 
     def cancel(self) -> None:
-        """Any thread: end the fetch (deadline passed or the caller gave up)."""
-        if not self.done:
-            self.runtime.post_if_open(lambda: self._finish(None))
+        """Any thread: the reader is done with the batch (its deadline passed, it raised, it was closed, or it was
+        dropped unread): end the pull at the server and give back whatever was received and not handed out.
+
+        Before, a batch left early kept its pull waiting at the server, and the next messages of the consumer
+        went to it: with ``max_deliver=2`` a message could be delivered twice to nobody and never to a reader.
+        """
+        if self.runtime.fork_guard.inherited:
+            return  # the parent's batch: the parent owns its pull and its messages
+        if self.done and not len(self.buffer):
+            return
+        sub = self._nats_sub
+        try:
+            if sub is not None and not self.done:
+                self.runtime.send_unsub(sub)  # before whatever the user sends next (a publish to this consumer)
+            self.runtime.post(self._abandon)
+        except errors.JetStreamError:  # closed, forked or cut off: no pull of this client outlives the connection
+            log.debug("fetch %s: could not end the pull of a batch left early", self.label, exc_info=True)
+
+    def _abandon(self) -> None:
+        """IO thread (where nothing more is buffered once the pull is finished)."""
+        self._finish(None)
+        _giveback.give_back(self.runtime, self.buffer.abort(BufferFinished()), self.label)
 
     def on_client_closed(self, exc: BaseException) -> None:
+        """The closing thread, before the connection closes: what is buffered is given back."""
         self.done = True
         self.heartbeat.stop()
-        self.buffer.abort(exc)
+        _giveback.give_back(self.runtime, self.buffer.abort(exc), self.label)
 
 
 class AckNextPull(FetchPull):

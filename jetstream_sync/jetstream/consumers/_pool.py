@@ -102,8 +102,10 @@ class WorkerPool:
             with self._cond:
                 msg = None
                 if key is not _NO_KEY:  # the next message of the key this worker holds, or let the key go
+                    if self._halted:
+                        return  # what waits behind the key stays for left_over()
                     behind = self._behind[key]
-                    if behind and not self._halted:
+                    if behind:
                         msg = behind.popleft()
                     else:
                         del self._behind[key]
@@ -135,3 +137,15 @@ class WorkerPool:
         for thread in self.threads:
             if thread is not threading.current_thread():
                 thread.join(timeout)
+
+    def left_over(self) -> list[Msg]:
+        """Reader thread, after :meth:`finish` with ``drop_queued``: the messages no worker ran, taken out of the
+        pool (the consume gives them back to the server)."""
+        with self._cond:
+            left = [msg for _, msg in self._ready]
+            for behind in self._behind.values():
+                left.extend(behind)
+            self._ready.clear()
+            self._behind.clear()
+            self._waiting = 0
+        return left

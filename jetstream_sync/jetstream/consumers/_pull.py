@@ -20,13 +20,14 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from ... import errors
 from ..._protocol import ACK_PREFIX, api_response, encode_pub, pending_counts, pull_request, status_of
-from ..._runtime import BufferFinished, MessageBuffer, NatsSubscription, Runtime
+from ..._runtime import BufferFinished, Handler, MessageBuffer, NatsSubscription, Runtime
 from ..._telemetry import note_heartbeat_missed
 from ...message import Msg
+from . import _giveback
 from ._heartbeat import HeartbeatMonitor
 from ._limits import fit_plan, plan_fits, request_limit
 from ._status import StatusKind, classify, oversized
@@ -101,11 +102,22 @@ class _PullEngine(abc.ABC):
         self._inbox_b = self.inbox.encode()
         await self._subscribe()
 
-    def _unsubscribe(self) -> None:
-        """IO thread: drop the subscription (fire and forget)."""
+    def _unsubscribe(self, late: Handler | None = None) -> None:
+        """IO thread: drop the subscription (fire and forget). With ``late``, what the server sent before it saw
+        the UNSUB goes there (by default nowhere: an ordered link's late messages are of a replaced consumer)."""
         sub, self._nats_sub = self._nats_sub, None
         if sub is not None:
-            self.runtime.unsubscribe_soon(sub, self.inbox)
+            self.runtime.unsubscribe_soon(sub, self.inbox, late)
+
+    def _retire(self) -> None:
+        """IO thread: the read is over: drop the subscription, and give back what still arrives for it
+        (``_giveback.py``). The server forgets a waiting pull once its reply subject has no interest, so no
+        message of this consumer goes to a pull nobody reads any more."""
+        self._unsubscribe(self._give_back_late)
+
+    def _give_back_late(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
+        """IO thread: a delivery for this ended read (the retired subscription's handler)."""
+        _giveback.give_back_now(self.runtime, reply, self.target.ack_none)
 
     @abc.abstractmethod
     def _on_message(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
@@ -202,16 +214,18 @@ class ContinuousPull(_PullEngine):
         self._pull()
 
     def stop(self) -> None:
-        """Any thread: end delivery at once; buffered messages are dropped (they will be redelivered)."""
+        """Any thread: end delivery at once; buffered messages are not handed out but given back (nak'd), and
+        so is what the server sent before it saw the subscription end (``_giveback.py``)."""
         if self.halted:
             return
         self.halted = self.stopped = True
         self.heartbeat.stop()
-        self.buffer.abort(BufferFinished())
+        _giveback.give_back(self.runtime, self.buffer.abort(BufferFinished()), self.label)
         self.runtime.post_if_open(self._shutdown)
 
     def drain(self) -> None:
-        """Any thread: stop pulling; what is buffered is still delivered, then the iteration ends."""
+        """Any thread: stop pulling; what is buffered is still delivered, and so is what the server sent before
+        it saw the subscription end, then the iteration ends."""
         if self.stopped or self.draining:
             return
         self.draining = True
@@ -219,16 +233,53 @@ class ContinuousPull(_PullEngine):
 
     def _shutdown(self) -> None:
         """IO thread."""
+        self._quiet()
+        self._retire()
+        self.runtime.untrack(self)
+
+    def _quiet(self) -> None:
+        """IO thread: no more heartbeat checks, retried pulls or connection events."""
         self.heartbeat.stop()
         if self._retry_handle is not None:
             self._retry_handle.cancel()
         self.runtime.remove_listener(self)
-        self._unsubscribe()
-        self.runtime.untrack(self)
 
     def _drain(self) -> None:
-        self._shutdown()
-        self.buffer.finish()
+        """IO thread: end the subscription and hand out what is buffered and what still arrives for the pulls
+        already sent, until the server confirms the UNSUB (it then forgets those pulls); then end.
+
+        Ending at once, as before, left what the server had sent meanwhile to its ack wait (102 to 167 messages
+        in 3 of 5 drains of a busy consume). A consumer that takes no acks (an ordered one) has nothing to give
+        back and no reason to wait: it ends at once.
+        """
+        sub, self._nats_sub = self._nats_sub, None
+        self._quiet()
+        if sub is None or self.target.ack_none:
+            if sub is not None:
+                self.runtime.unsubscribe_soon(sub, self.inbox)
+            self.runtime.untrack(self)
+            self.buffer.finish()
+            return
+        self.runtime.spawn(self._drain_in_flight(self.runtime.retire(sub, self._on_draining)))
+
+    async def _drain_in_flight(self, retired: Awaitable[None]) -> None:
+        try:
+            await retired
+        finally:
+            self.runtime.untrack(self)
+            self.buffer.finish()
+
+    def _on_draining(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
+        """IO thread, while a drain waits for the UNSUB's confirmation: a message is handed out as any other;
+        once the reader stopped (``stop()`` during the drain), it is given back."""
+        if not reply.startswith(ACK_PREFIX):
+            return  # a status of a pull the drain ended: nothing is pulled any more
+        if self.stopped:
+            _giveback.give_back_now(self.runtime, reply, self.target.ack_none)
+            return
+        self.received += 1
+        if not self.buffer.put(self._make_msg(subject, reply, data, headers)):
+            _giveback.give_back_now(self.runtime, reply, self.target.ack_none)  # stopped meanwhile
 
     def _end(self, exc: BaseException) -> None:
         """IO thread: a terminal status; readers get the buffered messages, then ``exc``."""
@@ -238,9 +289,11 @@ class ContinuousPull(_PullEngine):
         self._shutdown()
 
     def on_client_closed(self, exc: BaseException) -> None:
+        """The closing thread, before the connection closes: what is buffered is given back (the naks go out
+        with everything else queued before the close)."""
         self.halted = self.stopped = True
         self.heartbeat.stop()
-        self.buffer.abort(exc)
+        _giveback.give_back(self.runtime, self.buffer.abort(exc), self.label)
 
     # -- pulling (IO thread) ----------------------------------------------------------------------------
     def _sync_delivered(self) -> None:
@@ -310,6 +363,7 @@ class ContinuousPull(_PullEngine):
 
     def _on_message(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
         if self.stopped:
+            _giveback.give_back_now(self.runtime, reply, self.target.ack_none)  # stop() ran; the subscription ends next
             return
         self.heartbeat.touch()
         if reply.startswith(ACK_PREFIX):
@@ -321,7 +375,8 @@ class ContinuousPull(_PullEngine):
             if headers is not None and pin is not None and pin.note(headers):
                 priority = self.options.priority
                 self._report(errors.ConsumerPinnedEvent(self.label, priority.group if priority else "", pin.id))
-            self.buffer.put(self._make_msg(subject, reply, data, headers))
+            if not self.buffer.put(self._make_msg(subject, reply, data, headers)):
+                _giveback.give_back_now(self.runtime, reply, self.target.ack_none)  # stopped meanwhile
             return
         status, description = status_of(headers)
         if status is None:
@@ -544,6 +599,9 @@ class ContinuousPull(_PullEngine):
 
     def handed_out_many(self, msgs: Sequence[Msg]) -> None:
         self._count_handed_out(len(msgs), sum(msg.size for msg in msgs))
+
+    def give_back(self, msgs: Sequence[Msg]) -> None:
+        _giveback.give_back(self.runtime, msgs, self.label)
 
     def _count_handed_out(self, count: int, size: int) -> None:
         self.delivered += count

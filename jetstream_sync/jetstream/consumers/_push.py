@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import attrs
 
@@ -28,6 +28,7 @@ from ..._telemetry import note_heartbeat_missed
 from ...headers import parse_header_block
 from ...message import Msg
 from ...models import ConsumerInfo
+from . import _giveback
 from ._chain import ConsumerChain, relink
 from ._heartbeat import HeartbeatMonitor
 from .delivery import ConsumeStats
@@ -132,34 +133,71 @@ class PushEngine:
         self.heartbeat.touch()
 
     def stop(self) -> None:
-        """Any thread: end delivery at once; buffered messages are dropped (redelivered if they take acks)."""
+        """Any thread: end delivery at once; buffered messages are not handed out but given back (nak'd, when
+        the consumer takes acks), and so is what the server pushed before it saw the UNSUB."""
         if self.halted:
             return
         self.halted = self.stopped = True
         self.heartbeat.stop()
-        self.buffer.abort(BufferFinished())
+        self.give_back(self.buffer.abort(BufferFinished()))
         self.runtime.post_if_open(self._shutdown)
 
     def drain(self) -> None:
-        """Any thread: unsubscribe; what is buffered is still delivered, then the iteration ends."""
+        """Any thread: unsubscribe; what is buffered is still delivered, and what the server pushed before it saw
+        the UNSUB, then the iteration ends."""
         if self.stopped or self.draining:
             return
         self.draining = True
         self.runtime.post_if_open(self._drain)
 
-    def _shutdown(self) -> None:
-        """IO thread."""
+    def _quiet(self) -> NatsSubscription | None:
+        """IO thread: no more deliveries, heartbeat checks or connection events; the subscription, taken."""
         self.stopped = True
         self.heartbeat.stop()
         self.runtime.remove_listener(self)
         sub, self._nats_sub = self._nats_sub, None
+        return sub
+
+    def _shutdown(self) -> None:
+        """IO thread."""
+        sub = self._quiet()
         if sub is not None:
-            self.runtime.unsubscribe_soon(sub, self.deliver_subject)
+            self.runtime.unsubscribe_soon(sub, self.deliver_subject, _giveback.late_giver(self.runtime, self.ack_none))
         self.runtime.untrack(self)
 
     def _drain(self) -> None:
-        self._shutdown()
-        self.buffer.finish()
+        """IO thread: as the pull engine's drain: what the server pushed before it saw the UNSUB is handed out
+        too (a consumer that takes no acks ends at once: nothing of it waits for an ack wait)."""
+        sub = self._quiet()
+        if sub is None or self.ack_none:
+            if sub is not None:
+                self.runtime.unsubscribe_soon(sub, self.deliver_subject)
+            self.runtime.untrack(self)
+            self.buffer.finish()
+            return
+        self.runtime.spawn(self._drain_in_flight(self.runtime.retire(sub, self._on_draining)))
+
+    async def _drain_in_flight(self, retired: Awaitable[None]) -> None:
+        try:
+            await retired
+        finally:
+            self.runtime.untrack(self)
+            self.buffer.finish()
+
+    def _on_draining(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
+        """IO thread, while a drain waits for the UNSUB's confirmation: messages are handed out (given back once
+        the reader stopped); statuses and flow control no longer matter."""
+        if not reply.startswith(ACK_PREFIX):
+            return
+        if self.halted:
+            _giveback.give_back_now(self.runtime, reply, self.ack_none)
+            return
+        size = len(subject) + len(reply) + len(data) + (len(headers) if headers else 0)
+        self.received += 1
+        self.received_bytes += size
+        msg = Msg(subject.decode(), reply.decode(), data, headers, self.runtime, size=size, ack_none=self.ack_none)
+        if not self.buffer.put(msg):
+            _giveback.give_back_now(self.runtime, reply, self.ack_none)  # stopped meanwhile
 
     def _end(self, exc: BaseException) -> None:
         """IO thread: readers get the buffered messages, then ``exc``."""
@@ -167,13 +205,18 @@ class PushEngine:
         self.buffer.finish(exc)
 
     def on_client_closed(self, exc: BaseException) -> None:
+        """The closing thread, before the connection closes: what is buffered is given back."""
         self.halted = self.stopped = True
         self.heartbeat.stop()
-        self.buffer.abort(exc)
+        self.give_back(self.buffer.abort(exc))
+
+    def give_back(self, msgs: Sequence[Msg]) -> None:
+        _giveback.give_back(self.runtime, msgs, self.label)
 
     # -- what arrives (IO thread) -----------------------------------------------------------------------
     def _on_message(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
         if self.stopped:
+            _giveback.give_back_now(self.runtime, reply, self.ack_none)  # stop() ran; the UNSUB follows
             return
         self.heartbeat.touch()
         if reply.startswith(ACK_PREFIX):
@@ -190,9 +233,9 @@ class PushEngine:
             self._slow = False
             self.received += 1
             self.received_bytes += size
-            self.buffer.put(
-                Msg(subject.decode(), reply.decode(), data, headers, self.runtime, size=size, ack_none=self.ack_none)
-            )
+            msg = Msg(subject.decode(), reply.decode(), data, headers, self.runtime, size=size, ack_none=self.ack_none)
+            if not self.buffer.put(msg):
+                _giveback.give_back_now(self.runtime, reply, self.ack_none)  # stopped meanwhile
             return
         if not headers:
             return

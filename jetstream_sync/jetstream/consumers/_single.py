@@ -17,7 +17,8 @@ recognised by its token and ignored. A message that arrives when no call waits f
 at the same moment) is given back to the server with a nak rather than left to its ack wait. One that arrives
 for a call that gave up while the next call waits goes to that next call (a valid, unacknowledged message of
 the same consumer); the next call's own pull then stays open on the server until it expires, and what it
-brings with no call waiting is nak'd as above.
+brings with no call waiting is nak'd as above. A call left by an exception (Ctrl-C during the wait) drops the
+subscription, so the server forgets its pull rather than hand it the consumer's next message.
 
 A disconnect does not end a call: its pull is most likely gone with the connection, so once reconnected the
 IO thread sends it again (a new token, for what is left of the call's time) and the call waits out its time
@@ -39,9 +40,10 @@ import threading
 import time
 
 from ... import errors
-from ..._protocol import ACK_PREFIX, NAK, encode_pub, pull_request, status_of
-from ..._runtime import NatsSubscription, Runtime
+from ..._protocol import ACK_PREFIX, encode_pub, pull_request, status_of
+from ..._runtime import NatsSubscription, Runtime, warn_if_in_event_loop
 from ...message import Msg
+from . import _giveback
 from ._fetch import MIN_REPULL
 from ._limits import read_limit_error, request_limit
 from ._status import StatusKind, classify
@@ -120,6 +122,9 @@ class SinglePull:
         try:
             runtime.send_waiting(encode_pub(self.target.next_subject, self._prefix + call.token, None, body), wait)
             self._wait(call, deadline, options.heartbeat)
+        except BaseException:
+            self._abandon(call)  # Ctrl-C (or any exception) in the wait: its pull must not outlive it
+            raise
         finally:
             with self._handoff:
                 if self._current is call:
@@ -134,6 +139,7 @@ class SinglePull:
     def _wait(self, call: _Call, deadline: float, heartbeat: float) -> None:
         """Until the IO thread settles the call or the deadline passes; with heartbeats asked for, twice the
         heartbeat without a word from the server ends it with MissedHeartbeatError."""
+        warn_if_in_event_loop("next()")
         while True:
             left = deadline - time.monotonic()
             slice_ = min(left, 2 * heartbeat) if heartbeat else left
@@ -152,6 +158,25 @@ class SinglePull:
                         f"next: nothing from the server for {2 * heartbeat:g}s (twice the idle heartbeat)"
                     )
                     return
+
+    def _abandon(self, call: _Call) -> None:
+        """Calling thread, as an exception (Ctrl-C) leaves ``next()``: the call's pull may still wait at the server,
+        which would give the consumer's next message to it. The subscription is dropped (the server forgets a
+        pull whose reply subject has no interest) and what it still brings is given back; the next call
+        subscribes anew. A message that settled the call as it was left is given back too."""
+        with self._handoff:
+            call.done = True
+            msg, call.msg = call.msg, None
+        if msg is not None:
+            _giveback.give_back(self.runtime, [msg], self.label)
+        sub, self._sub = self._sub, None
+        if sub is None:
+            return
+        try:
+            self.runtime.send_unsub(sub)  # before whatever the user sends next
+            self.runtime.post(lambda: self._drop(sub))
+        except errors.JetStreamError:  # closed, forked or cut off: no pull of this client outlives the connection
+            log.debug("next %s: the left call's subscription could not be ended", self.label, exc_info=True)
 
     def _subscribe(self) -> None:
         """The first call (or the first after an idle drop): subscribe on the IO thread, where a drop posted
@@ -183,7 +208,7 @@ class SinglePull:
     # -- the IO thread ----------------------------------------------------------------------------------
     def _drop(self, sub: NatsSubscription) -> None:
         self.runtime.remove_listener(self)
-        self.runtime.unsubscribe_soon(sub, self.label)
+        self.runtime.unsubscribe_soon(sub, self.label, _giveback.late_giver(self.runtime, self.target.ack_none))
 
     def _on_message(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
         if reply.startswith(ACK_PREFIX):
@@ -220,8 +245,7 @@ class SinglePull:
                 return
         # its call gave up as it arrived: give it back now rather than after the consumer's ack wait
         log.debug("next %s: a message arrived after its call ended; nak", self.label)
-        if not self.target.ack_none:
-            self.runtime.send_now(encode_pub(reply, b"", None, NAK))
+        _giveback.give_back_now(self.runtime, reply, self.target.ack_none)
 
     @staticmethod
     def _settle(call: _Call, msg: Msg | None, error: BaseException | None) -> None:

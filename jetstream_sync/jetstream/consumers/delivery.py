@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from datetime import timedelta
@@ -88,7 +89,8 @@ class BatchSource(Protocol):
         TimeoutError when nothing came in time, or the JetStreamError that ended it."""
 
     def cancel(self) -> None:
-        """Any thread: the reader gave up (deadline passed, error raised); end the delivery."""
+        """Any thread, also a garbage collector's: the reader is done (deadline passed, error raised, batch
+        closed or dropped); end the delivery and give back what it will not hand out. Cheap when finished."""
 
 
 class DeliverySource(Protocol):
@@ -116,6 +118,10 @@ class DeliverySource(Protocol):
     def handed_out_many(self, msgs: Sequence[Msg]) -> None:
         """As :meth:`handed_out` for a whole list at once (the last one is the newest); not empty."""
 
+    def give_back(self, msgs: Sequence[Msg]) -> None:
+        """Any thread: ``msgs`` were taken from the source and will not reach the user (the reader stopped):
+        nak those that await an ack, so the server redelivers them now rather than after their ack wait."""
+
     def report(self, exc: BaseException) -> None:
         """Hand an asynchronous error to the user's error handler (or the log)."""
 
@@ -138,6 +144,12 @@ class MessageBatch:
     Iteration ends when the batch is complete, the pull expired (an empty or short batch is normal) or the
     client-side deadline (expires plus ``FetchOptions.grace``, at most 1 s) passed. Terminal statuses and a
     missed heartbeat raise from the iteration; ``error`` keeps what was raised.
+
+    A batch left before its end (``break``, an exception, Ctrl-C) ends its pull at the server and gives back
+    (naks) what arrived and was not handed out, so the consumer's next messages go to a reader instead of
+    waiting for their ack wait: at once with ``close()`` or a ``with`` block, otherwise when the batch is
+    garbage-collected (at once in CPython for ``for msg in consumer.fetch(...)``). A batch kept in a variable
+    can be read on later, until its deadline.
     """
 
     def __init__(self, source: BatchSource, deadline: float) -> None:
@@ -146,9 +158,27 @@ class MessageBatch:
         self.error: BaseException | None = None
         self._ended = False
         self._fork_guard = ForkGuard()  # a batch inherited through fork() raises ForkedClientError, not hangs
+        # dropped unread: the pull ends and what it brought is given back (cancel() does nothing once finished)
+        self._finalizer = weakref.finalize(self, source.cancel)
+        self._finalizer.atexit = False  # at exit the client's close gives back what is buffered
 
     def __iter__(self) -> Iterator[Msg]:
         return self
+
+    def __enter__(self) -> MessageBatch:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """End the batch now: its pull ends at the server and what it received but did not hand out is given
+        back (nak'd) for redelivery. Idempotent; nothing to do for a batch read to its end."""
+        self._fork_guard.check()
+        self._ended = True
+        self._finalizer()
 
     def __next__(self) -> Msg:
         self._fork_guard.check()
@@ -157,21 +187,22 @@ class MessageBatch:
         source = self._source
         while True:
             remaining = self._deadline - time.monotonic()
-            if remaining <= 0:
-                self._ended = True
-                source.cancel()
-                raise StopIteration
             try:
-                return source.take(remaining)
+                # past the deadline, what is already buffered is still handed out (take(0) waits for nothing)
+                return source.take(max(0.0, remaining))
             except BufferFinished:
                 self._ended = True
                 raise StopIteration from None
             except errors.TimeoutError:
-                continue  # the deadline check above ends the batch
+                if remaining > 0:
+                    continue
+                self._ended = True
+                self._finalizer()  # the deadline passed: end the pull, give back what comes late
+                raise StopIteration from None
             except errors.JetStreamError as exc:
                 self._ended = True
                 self.error = exc
-                source.cancel()
+                self._finalizer()
                 raise
 
     @property
@@ -226,7 +257,7 @@ class MessagesIterator:
             self._fork_guard.check()
             with self._lock:
                 if source.halted:
-                    self._taken.clear()
+                    self._give_back_taken()
                 if self._taken:
                     batch = list(self._taken)
                     self._taken.clear()
@@ -252,7 +283,7 @@ class MessagesIterator:
         source = self._source
         with self._lock:
             if source.halted:
-                self._taken.clear()  # stop() or close: what was taken is not delivered
+                self._give_back_taken()  # stop() or close: what was taken is not delivered
             if not self._taken:
                 try:
                     self._taken.extend(source.take_many(_TAKE, timeout))
@@ -263,10 +294,17 @@ class MessagesIterator:
             return msg
 
     def stop(self) -> None:
-        """End at once; unprocessed buffered messages are not delivered (the server redelivers them)."""
+        """End at once; buffered messages are not delivered but given back (nak'd), so the server redelivers
+        them now rather than after their ack wait."""
         self._fork_guard.check()
         self._source.stop()
         with self._lock:
+            self._give_back_taken()
+
+    def _give_back_taken(self) -> None:
+        """``_lock`` held: what this iterator took from the source in its last burst and will not hand out."""
+        if self._taken:
+            self._source.give_back(list(self._taken))
             self._taken.clear()
 
     def drain(self) -> None:
@@ -362,21 +400,27 @@ class ConsumeContext:
                 except errors.JetStreamError as exc:  # terminal status (already reported) or client closed
                     self.error = exc
                     return
-                for msg in batch:
+                for at, msg in enumerate(batch):
                     if source.halted:
+                        source.give_back(batch[at:])
                         return
                     if pool is None:
                         source.handed_out(msg)
                         if not self._call(msg):
+                            source.give_back(batch[at + 1 :])
                             return
                         self._handled += 1
                     else:
                         if not pool.submit(msg, lambda: source.halted):
+                            source.give_back(batch[at:])
                             return
                         source.handed_out(msg)
         finally:
             if pool is not None:
-                pool.finish(drop_queued=source.halted or pool.halted)
+                dropped = source.halted or pool.halted
+                pool.finish(drop_queued=dropped)
+                if dropped:
+                    source.give_back(pool.left_over())
             if self._progress is not None:
                 self._progress.stop()
             source.stop()
@@ -395,7 +439,8 @@ class ConsumeContext:
             self.closed.wait()
 
     def stop(self) -> None:
-        """End delivery at once; the message in hand finishes, buffered ones are left for redelivery."""
+        """End delivery at once; the message in hand finishes, buffered ones are given back (nak'd) for
+        redelivery."""
         self._fork_guard.check()
         self._source.stop()
 

@@ -102,6 +102,20 @@ def test_one_timeout_bounds_a_publish_with_all_its_retries(client):
     assert 2 <= len(attempts) <= 4  # retried, and stopped before a pause would pass the deadline
 
 
+def test_a_publish_that_timed_out_after_retries_names_the_time_the_caller_waited(fault_proxy):
+    """A publish with a msg_id is sent again after a timed-out attempt, each attempt with a share of the timeout;
+    the error named the last share ("within 1s") instead of the 3 s the caller gave it."""
+    with jetstream_sync.connect(fault_proxy.url) as nc:
+        js = nc.jetstream()
+        js.create_stream(StreamConfig(name="SILENT", subjects=["silent.>"]))
+        fault_proxy.stall("downstream")  # the server gets the publishes; its acks never come back
+        with pytest.raises(errors.TimeoutError, match=r"within 3s \(3 attempts, each timed out\)"):
+            js.publish("silent.a", b"x", msg_id="m1", timeout=3)
+        with pytest.raises(errors.TimeoutError, match=r"within 2s"):  # one attempt: its own time is the caller's
+            js.publish("silent.a", b"x", timeout=2)
+        fault_proxy.resume("downstream")
+
+
 def test_publish_async_pipeline(js, stream):
     futures = [js.publish_async(f"{stream.name}.a", b"%d" % i, msg_id=f"id-{i}") for i in range(5000)]
     js.publish_async_complete(timeout=20)
