@@ -39,6 +39,7 @@ class Outbound:
         self, io: IOLoop, nc: NatsConnection, *, high_water: int, reconnect_buffer: int, default_timeout: float
     ) -> None:
         self._io = io
+        self._alive = io.fork_guard.mark  # kept here: one subscript per put, no call (see _fork.Mark)
         self._nc = nc
         self._cond = threading.Condition(threading.Lock())
         self._queue: list[bytes] = []
@@ -59,7 +60,8 @@ class Outbound:
         Behind a backlog over high water, waits at most ``timeout`` seconds (None: the client's timeout) for the
         IO thread to take it; TimeoutError then, before anything of ``command`` was queued.
         """
-        self._io.fork_guard.check()  # in a forked child the socket and the IO thread are the parent's
+        if not self._alive[0]:  # in a forked child the socket and the IO thread are the parent's (_fork.py)
+            raise errors.ForkedClientError()
         size = len(command) if isinstance(command, bytes) else sum(len(part) for part in command)
         if not self._nc.is_connected and self._nc.reconnect_buffered() + self._queued + size > self._reconnect_buffer:
             if self._nc.is_closed or self._io.closed:
@@ -90,7 +92,8 @@ class Outbound:
         (the ack of the message a ``next()`` loop just handled) go first in the same write, so the request does
         not wait for the IO thread to wake and write them. Otherwise, as :meth:`put`.
         """
-        self._io.fork_guard.check()  # before the direct write: the inherited socket reaches the server
+        if not self._alive[0]:  # before the direct write: the inherited socket reaches the server
+            raise errors.ForkedClientError()
         gate = self._nc.gate
         if gate.bound and self._queued <= _CARRY_LIMIT and gate.lock.acquire(blocking=False):
             try:

@@ -126,6 +126,7 @@ class Runtime:
         self.default_timeout: float = options.timeout
         #: in a forked child the parent's threads do not exist, so every call fails fast (``forked``)
         self.fork_guard = ForkGuard()
+        self._alive = self.fork_guard.mark
         self.reconnects = 0
         self._closed = False
         self._closing = False
@@ -297,7 +298,7 @@ class Runtime:
 
     def check_usable(self) -> None:
         """Raise before anything is sent when the client is closed or was inherited through fork()."""
-        if self.fork_guard.inherited:
+        if not self._alive[0]:  # the fork guard's mark, tested without a call: every ack and publish comes here
             raise errors.ForkedClientError()
         if self._closed:
             raise errors.ConnectionClosedError()

@@ -169,11 +169,7 @@ def test_a_callback_may_stop_its_own_runner() -> None:
 def test_a_forked_child_drops_callbacks_without_a_thread(
     runner: CallbackRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    class DeadMark:  # what the runner's process mark reads in a forked child
-        def alive(self) -> bool:
-            return False
-
-    monkeypatch.setattr(runner._fork_guard, "_mark", DeadMark())
+    monkeypatch.setattr(runner._fork_guard, "mark", [0])  # what the runner's process mark reads in a forked child
     runner.submit(lambda: None)
     assert runner.thread is None
 

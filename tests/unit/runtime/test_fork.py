@@ -6,6 +6,7 @@ uWSGI forks its workers in C, where ``os.register_at_fork`` hooks never run; lib
 
 from __future__ import annotations
 
+import mmap
 import subprocess
 import sys
 
@@ -71,5 +72,6 @@ def test_the_process_mark_is_a_page_the_kernel_wipes_on_linux() -> None:
 
     mark = _fork._new_mark()
     if sys.platform.startswith("linux"):
-        assert isinstance(mark, _fork._WipedPage)
-    assert mark.alive()
+        assert isinstance(mark, mmap.mmap)
+    assert mark[0]
+    assert _fork._ProcessId()[0]  # the fallback
