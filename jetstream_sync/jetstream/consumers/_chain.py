@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ... import errors
 from ..._runtime import Runtime
 from ...models import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy, StreamInfo
+from ..retry import API_ATTEMPTS
 from ._pull import PullTarget
 from .options import OrderedConsumerConfig
 
@@ -37,6 +38,8 @@ log = logging.getLogger("jetstream_sync")
 
 RESET_BACKOFF_FIRST = 0.25
 RESET_BACKOFF_MAX = 2.0  # short: after a restart JetStream answers again within seconds
+#: the longest one request of a reset waits for its answer, whatever the context's timeout (see attempt_timeout)
+RESET_ATTEMPT_MAX = 5.0
 
 
 def next_backoff(delay: float) -> float:
@@ -65,6 +68,18 @@ class ConsumerChain:
     @property
     def max_attempts(self) -> int | None:
         return self.config.max_reset_attempts
+
+    @property
+    def attempt_timeout(self) -> float:
+        """How long one request of a reset (``STREAM.INFO``, the next link's create) waits: a share of the
+        context's timeout as an API retry's attempt gets, at most :data:`RESET_ATTEMPT_MAX` seconds.
+
+        A reset retries a request that went unanswered, so waiting the context's whole timeout for one (30 s
+        where code sets it long to ride out elections) only kept a watch silent that long after a reconnect
+        whose first request was lost: in rolling restarts, KV watchers fell more than a bucket's history
+        behind and missed revisions for good (issue 34's history runs).
+        """
+        return min(max(1.0, self.api.timeout / API_ATTEMPTS), RESET_ATTEMPT_MAX)
 
     def next_name(self) -> str:
         """The name the next link will have: a push link may deliver before its create call returns, so its
@@ -127,7 +142,7 @@ class ConsumerChain:
     ) -> ConsumerInfo:
         """IO thread: the same, awaited on the loop."""
         suffix, body = self._request(start_seq, deliver_subject, heartbeat)
-        info = self._adopt(await self.api.request_io(suffix, body))
+        info = self._adopt(await self.api.request_io(suffix, body, self.attempt_timeout))
         if self.stream_created is None:
             self.api.runtime.spawn(self.learn_stream_io())
         return info
@@ -137,7 +152,9 @@ class ConsumerChain:
         name = self.current
         if name is None:
             return None
-        return ConsumerInfo.from_json(await self.api.request_io(f"CONSUMER.INFO.{self.stream}.{name}"))
+        return ConsumerInfo.from_json(
+            await self.api.request_io(f"CONSUMER.INFO.{self.stream}.{name}", None, self.attempt_timeout)
+        )
 
     async def learn_stream_io(self) -> None:
         """IO thread: remember which stream this is (its creation time), so that a reset can tell the stream
@@ -147,7 +164,9 @@ class ConsumerChain:
         if self.stream_created is not None:
             return
         try:
-            info = StreamInfo.from_json(await self.api.request_io(f"STREAM.INFO.{self.stream}"))
+            info = StreamInfo.from_json(
+                await self.api.request_io(f"STREAM.INFO.{self.stream}", None, self.attempt_timeout)
+            )
         except errors.JetStreamError as exc:
             log.debug("ordered consumer on %s: could not learn the stream's creation time: %s", self.stream, exc)
             return
@@ -162,7 +181,8 @@ class ConsumerChain:
         without a word, and a KV watcher whose revision is past the new bucket's end silent for good. Raises
         StreamNotFoundError when the stream is gone (the reset ends, as it always did on a deleted stream).
         """
-        return self._compare(StreamInfo.from_json(await self.api.request_io(f"STREAM.INFO.{self.stream}")), cursor)
+        info = await self.api.request_io(f"STREAM.INFO.{self.stream}", None, self.attempt_timeout)
+        return self._compare(StreamInfo.from_json(info), cursor)
 
     def replaced(self, cursor: int, timeout: float) -> str | None:
         """User thread (an ordered fetch or next() replacing its link): :meth:`replaced_io`, blocking."""

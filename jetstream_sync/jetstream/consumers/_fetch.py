@@ -6,6 +6,7 @@ written only there (docs/ARCHITECTURE.md, "Rules: one writer per piece of state"
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 
@@ -18,7 +19,7 @@ from ._heartbeat import HeartbeatMonitor
 from ._limits import read_limit_error, request_limit
 from ._pull import _PullEngine
 from ._status import StatusKind, classify, oversized
-from ._target import PullTarget, pull_unanswered
+from ._target import PullTarget, consumer_gone, pull_unanswered
 from .options import FetchOptions
 
 __all__ = ["MIN_REPULL", "AckNextPull", "FetchPull"]
@@ -28,6 +29,9 @@ log = logging.getLogger("jetstream_sync")
 #: a one-off pull (fetch, next) lost in a disconnect is asked again once reconnected only when at least this
 #: much of its time is left
 MIN_REPULL = 0.05
+#: a pull that met no responders (the consumer's leader being elected) is asked again after this long, doubling
+UNANSWERED_RETRY_FIRST = 0.1
+UNANSWERED_RETRY_MAX = 1.0
 
 
 class FetchPull(_PullEngine):
@@ -48,6 +52,10 @@ class FetchPull(_PullEngine):
         self.connected = True
         self._lost = False  # disconnected since the pull went out: asked again once reconnected
         self._expires_at = 0.0  # when the pull expires at the server, by this client's clock (set by start())
+        self._unanswered = 0  # pulls in a row that met no responders (a consumer electing its leader)
+        self._consumer_exists: bool | None = None  # what the consumer info asked at the first of them said
+        self._repull: asyncio.TimerHandle | None = None
+        self.repulls = 0  # pulls asked again within the fetch's time (no responders, a missed heartbeat)
         self.heartbeat = HeartbeatMonitor(runtime, options.heartbeat, self._owes_us, self._on_missed_heartbeat)
 
     def start(self) -> None:
@@ -107,6 +115,7 @@ class FetchPull(_PullEngine):
             return
         self.heartbeat.touch()
         if reply.startswith(ACK_PREFIX):
+            self._unanswered = 0
             msg = self._make_msg(subject, reply, data, headers)
             if headers is not None and self.target.pin is not None:
                 self.target.pin.note(headers)
@@ -123,6 +132,8 @@ class FetchPull(_PullEngine):
         self.statuses[status] += 1
         kind, exc = classify(status, description)
         log.debug("fetch %s: status %d %s", self.label, status, description)
+        if kind is not StatusKind.NO_RESPONDERS:
+            self._unanswered = 0
         if kind is StatusKind.HEARTBEAT:
             return
         if kind is StatusKind.QUIET or kind is StatusKind.RESET:
@@ -135,7 +146,7 @@ class FetchPull(_PullEngine):
                 self.target.pin.id = ""
             self._finish(exc)
         elif kind is StatusKind.NO_RESPONDERS:
-            self._finish(pull_unanswered(self.label))
+            self._on_unanswered()
         elif kind is StatusKind.LIMIT:
             # the consumer refuses every pull of this size: say which limit and which value of the call
             limit = request_limit(description)
@@ -144,11 +155,82 @@ class FetchPull(_PullEngine):
         else:
             self._finish(exc)
 
+    def _time_left(self) -> float:
+        return self._expires_at - time.monotonic()
+
+    def _pull_again(self, why: str) -> None:
+        """IO thread: ask again, on the same inbox, for what is left of the batch, its bytes and its time."""
+        self._repull = None
+        if self.done:
+            return
+        left = self._time_left()
+        opts = self.options
+        if not opts.no_wait and left < MIN_REPULL:
+            self._finish(None)  # its time is up: the batch ends as an expired pull does
+            return
+        self.repulls += 1
+        log.debug("fetch %s: %s, pulling again for what is left (%.2fs)", self.label, why, left)
+        heartbeat = opts.heartbeat if opts.heartbeat * 2 <= left else 0.0  # the server refuses more
+        self._send_pull(self._request_body(0.0 if opts.no_wait else left, heartbeat))
+        self.heartbeat.touch()
+
+    def _on_unanswered(self) -> None:
+        """IO thread, 503 to the pull: nobody serves the consumer's pull subject. Between two leaders of a
+        replicated consumer that is normal for a few seconds, so the fetch asks again within its time (backing
+        off 0.1 s doubling to 1 s) rather than end at once saying the consumer does not exist, as it did: a loop
+        that took that at its word (recreate the consumer, or stop) broke on an election. Whether the consumer
+        exists is asked once, at the first 503: gone, the fetch ends with ConsumerNotFoundError. A ``no_wait``
+        fetch, and one whose time runs out unanswered, end with the error of a pull nobody answered.
+        """
+        self._unanswered += 1
+        if self.options.no_wait:
+            self._finish(pull_unanswered(self.label))
+            return
+        if self._consumer_exists is None and self._unanswered == 1:
+            self.runtime.spawn(self._ask_whether_the_consumer_exists())
+        delay = min(UNANSWERED_RETRY_FIRST * 2 ** (self._unanswered - 1), UNANSWERED_RETRY_MAX)
+        if self._time_left() < delay + MIN_REPULL:
+            self._finish(self._unanswered_error())
+            return
+        if self._repull is None:
+            self._repull = self.runtime.call_later(delay, lambda: self._pull_again("no responders"))
+
+    def _unanswered_error(self) -> errors.JetStreamError:
+        """The error of a fetch whose pulls met no responders until its time ran out."""
+        if self._consumer_exists:
+            return errors.ClusterUnavailableError(
+                503,
+                10008,
+                f"no server answered a pull on {self.label} within the fetch's {self.options.expires:g}s: the "
+                "consumer exists, but its leader is being elected or its servers are restarting",
+            )
+        return pull_unanswered(self.label)
+
+    async def _ask_whether_the_consumer_exists(self) -> None:
+        try:
+            gone = await consumer_gone(self.runtime, self.target)
+        except errors.JetStreamError as exc:  # the API is electing or restarting too: the pulls go on
+            log.debug("fetch %s: could not ask whether the consumer exists: %s", self.label, exc)
+            return
+        self._consumer_exists = gone is None
+        if gone is not None and not self.done:
+            log.debug("fetch %s: the consumer does not exist (%s)", self.label, gone)
+            self._finish(gone)
+
     def _on_missed_heartbeat(self) -> None:
-        """IO thread, confirmed by the monitor: the server owes messages and sent nothing for 2x the heartbeat."""
+        """IO thread, confirmed by the monitor: the server owes messages and sent nothing for 2x the heartbeat.
+
+        Most often the server that held the pull is gone (the consumer's leader died; a new one is elected in
+        seconds), so while the fetch's time allows another two heartbeats the pull is asked again; only then
+        does it end with MissedHeartbeatError. A fetch whose pull reached a leader just before it died ended at
+        once, with seconds left in which the new leader would have answered."""
+        interval = self.heartbeat.interval
+        if self._time_left() >= 2 * interval + MIN_REPULL:
+            self._pull_again(f"nothing from the server for {2 * interval:g}s")
+            return
         self._finish(
             errors.MissedHeartbeatError(
-                f"fetch: nothing from the server for {2 * self.heartbeat.interval:g}s (twice the idle heartbeat)"
+                f"fetch: nothing from the server for {2 * interval:g}s (twice the idle heartbeat)"
             )
         )
 
@@ -157,6 +239,9 @@ class FetchPull(_PullEngine):
         if self.done:
             return
         self.done = True
+        if self._repull is not None:
+            self._repull.cancel()
+            self._repull = None
         self.heartbeat.stop()
         self.buffer.finish(exc)
         self.runtime.remove_listener(self)
@@ -181,14 +266,9 @@ class FetchPull(_PullEngine):
         if self.done or not self._lost:
             return
         self._lost = False
-        opts = self.options
-        left = self._expires_at - time.monotonic()
-        if not opts.no_wait and left < MIN_REPULL:
-            self._finish(None)  # its time is up: the batch ends as an expired pull does
-            return
-        log.debug("fetch %s: reconnected, pulling again for what is left (%.2fs)", self.label, left)
-        heartbeat = opts.heartbeat if opts.heartbeat * 2 <= left else 0.0  # the server refuses more
-        self._send_pull(self._request_body(0.0 if opts.no_wait else left, heartbeat))
+        if self._repull is not None:
+            self._repull.cancel()
+        self._pull_again("reconnected")
 
     # -- BatchSource ------------------------------------------------------------------------------------
     def take(self, timeout: float) -> Msg:

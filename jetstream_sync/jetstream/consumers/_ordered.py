@@ -358,7 +358,12 @@ class OrderedPull(ContinuousPull):
 
 
 #: what ends an ordered fetch's pull but not the fetch: the link is replaced and the fetch goes on
-_RESET_ERRORS = (errors.ConsumerDeletedError, errors.ConsumerNotFoundError, errors.MissedHeartbeatError)
+_RESET_ERRORS = (
+    errors.ConsumerDeletedError,
+    errors.ConsumerNotFoundError,
+    errors.StreamNotFoundError,  # a pull whose consumer info said the stream is gone: the renewal says how
+    errors.MissedHeartbeatError,
+)
 
 #: renew(messages_left, bytes_left) -> a started pull on a new link, or None when the fetch should end
 Renew = Callable[[int, int], "FetchPull | None"]

@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 
 from ... import errors
-from ..._protocol import ACK_PREFIX, api_response, encode_pub, pending_counts, pull_request, status_of
+from ..._protocol import ACK_PREFIX, encode_pub, pending_counts, pull_request, status_of
 from ..._runtime import BufferFinished, Handler, MessageBuffer, NatsSubscription, Runtime
 from ..._telemetry import note_heartbeat_missed
 from ...message import Msg
@@ -31,7 +31,7 @@ from . import _giveback
 from ._heartbeat import HeartbeatMonitor
 from ._limits import fit_plan, plan_fits, request_limit
 from ._status import StatusKind, classify, oversized
-from ._target import PinTracker, PullTarget, pull_unanswered, pulled_message
+from ._target import PinTracker, PullTarget, consumer_gone, pull_unanswered, pulled_message
 from .delivery import ConsumeStats
 from .options import PullPlan, PullPriority
 
@@ -46,7 +46,6 @@ __all__ = [
 log = logging.getLogger("jetstream_sync")
 
 _CHECK_CONSUMER_AFTER = 3  # pulls in a row without responders before asking whether the consumer exists
-_CHECK_TIMEOUT = 5.0
 # After statuses in a row that brought no message, the next pull waits this long after the last one, doubling
 # per status up to _HOLD_MAX (ContinuousPull._pull_after_status).
 _HOLD_FIRST = 0.05
@@ -535,20 +534,16 @@ class ContinuousPull(_PullEngine):
 
     async def _check_consumer(self) -> None:
         """IO thread: the consumer's info; its absence ends the consume, anything else lets it retry."""
-        subject = self.target.info_subject
         try:
-            reply = await self.runtime.request_async(
-                lambda inbox: encode_pub(subject, inbox, None, b""), _CHECK_TIMEOUT, "consumer info"
-            )
-            api_response(reply.data, "consumer info")
-        except (errors.ConsumerNotFoundError, errors.StreamNotFoundError) as exc:
-            if not self.stopped:
-                log.debug("consume %s: the consumer is gone (%s)", self.label, exc)
-                self._on_terminal(exc)
-        except errors.JetStreamError:
-            pass  # the API does not answer either (restarting, electing): the pulls go on retrying
+            gone = await consumer_gone(self.runtime, self.target)
+        except errors.JetStreamError as exc:  # the API does not answer either (restarting, electing): retry on
+            log.debug("consume %s: could not ask whether the consumer exists: %s", self.label, exc)
+            return
         finally:
             self._checking = False
+        if gone is not None and not self.stopped:
+            log.debug("consume %s: the consumer is gone (%s)", self.label, gone)
+            self._on_terminal(gone)
 
     def _retry_now(self) -> None:
         self._retry_handle = None

@@ -44,10 +44,10 @@ from ..._protocol import ACK_PREFIX, encode_pub, pull_request, status_of
 from ..._runtime import NatsSubscription, Runtime, warn_if_in_event_loop
 from ...message import Msg
 from . import _giveback
-from ._fetch import MIN_REPULL
+from ._fetch import MIN_REPULL, UNANSWERED_RETRY_FIRST, UNANSWERED_RETRY_MAX
 from ._limits import read_limit_error, request_limit
 from ._status import StatusKind, classify
-from ._target import PullTarget, pull_unanswered, pulled_message, read_timed_out
+from ._target import PullTarget, consumer_gone, pull_unanswered, pulled_message, read_timed_out
 from .options import FetchOptions
 
 __all__ = ["SinglePull"]
@@ -65,7 +65,19 @@ class _Call:
     asked again after a reconnect); the calling thread reads them under it.
     """
 
-    __slots__ = ("activity", "done", "error", "expires_at", "interrupted", "lock", "lost", "msg", "options", "token")
+    __slots__ = (
+        "activity",
+        "done",
+        "error",
+        "expires_at",
+        "interrupted",
+        "lock",
+        "lost",
+        "msg",
+        "options",
+        "token",
+        "unanswered",
+    )
 
     def __init__(self, token: bytes, options: FetchOptions, expires_at: float) -> None:
         self.token = token
@@ -77,6 +89,7 @@ class _Call:
         self.lost = False  # disconnected since the pull went out: it is asked again once reconnected
         self.interrupted = False  # disconnected at some point of the call
         self.activity = time.monotonic()  # last time anything of this pull arrived (heartbeats)
+        self.unanswered = 0  # its pulls in a row that met no responders (the consumer electing its leader)
         self.lock = threading.Lock()
         self.lock.acquire()
 
@@ -137,8 +150,10 @@ class SinglePull:
         raise read_timed_out(self.label, options.expires, call.interrupted, runtime.is_connected)
 
     def _wait(self, call: _Call, deadline: float, heartbeat: float) -> None:
-        """Until the IO thread settles the call or the deadline passes; with heartbeats asked for, twice the
-        heartbeat without a word from the server ends it with MissedHeartbeatError."""
+        """Until the IO thread settles the call or the deadline passes. With heartbeats asked for, twice the
+        heartbeat without a word from the server means the server holding the pull is most likely gone (the
+        consumer's leader died): while the call's time allows two more heartbeats the pull is asked again (a new
+        leader answers within seconds), then the call ends with MissedHeartbeatError."""
         warn_if_in_event_loop("next()")
         while True:
             left = deadline - time.monotonic()
@@ -153,6 +168,10 @@ class SinglePull:
                     call.done = True
                     return
                 if heartbeat and not call.lost and now - call.activity >= 2 * heartbeat:
+                    if call.expires_at - now >= 2 * heartbeat + MIN_REPULL:
+                        call.activity = now  # the new pull's silence is counted from now
+                        self.runtime.post_if_open(lambda: self._pull_again(call, "a missed heartbeat"))
+                        continue
                     call.done = True
                     call.error = errors.MissedHeartbeatError(
                         f"next: nothing from the server for {2 * heartbeat:g}s (twice the idle heartbeat)"
@@ -227,6 +246,8 @@ class SinglePull:
                 return
             log.debug("next %s: status %d %s", self.label, status, description)
             if kind is StatusKind.NO_RESPONDERS:
+                if self._unanswered_again(call):
+                    return
                 exc = pull_unanswered(self.label)
             elif kind is StatusKind.LIMIT:  # its timeout is above the consumer's max_expires: name both
                 limit = request_limit(description)
@@ -235,6 +256,49 @@ class SinglePull:
             elif kind is StatusKind.QUIET or kind is StatusKind.RESET:
                 exc = None
             self._settle(call, None, exc)
+
+    def _unanswered_again(self, call: _Call) -> bool:
+        """IO thread, ``_handoff`` held, the call's pull met no responders: nobody serves the consumer's pull
+        subject, as for a few seconds while a replicated consumer elects a leader. True when the pull is asked
+        again within the call's time (after 0.1 s doubling to 1 s; a ``no_wait`` call and one whose time is
+        up end with the error instead). Whether the consumer exists is asked at the first 503: gone, the call
+        ends with ConsumerNotFoundError. As ``FetchPull._on_unanswered``."""
+        options = call.options
+        call.unanswered += 1
+        delay = min(UNANSWERED_RETRY_FIRST * 2 ** (call.unanswered - 1), UNANSWERED_RETRY_MAX)
+        if options.no_wait or call.expires_at - time.monotonic() < delay + MIN_REPULL:
+            return False
+        if call.unanswered == 1:
+            self.runtime.spawn(self._end_if_gone(call))
+        self.runtime.call_later(delay, lambda: self._pull_again(call, "no responders"))
+        return True
+
+    async def _end_if_gone(self, call: _Call) -> None:
+        try:
+            gone = await consumer_gone(self.runtime, self.target)
+        except errors.JetStreamError as exc:  # the API is electing or restarting too: the pulls go on
+            log.debug("next %s: could not ask whether the consumer exists: %s", self.label, exc)
+            return
+        if gone is not None:
+            with self._handoff:
+                if not call.done:
+                    self._settle(call, None, gone)
+
+    def _pull_again(self, call: _Call, why: str) -> None:
+        """IO thread: the call's pull once more, under a new token, for what is left of its time."""
+        with self._handoff:
+            if call.done or self._current is not call:
+                return
+            options = call.options
+            left = call.expires_at - time.monotonic()
+            if left < MIN_REPULL:
+                return  # its time is up: the calling thread raises at its deadline
+            call.token += b"u"  # unique: tokens of calls are hex numbers
+            call.activity = time.monotonic()
+            heartbeat = options.heartbeat if options.heartbeat * 2 <= left else 0.0
+            body = pull_request(1, left, 0, heartbeat, False)
+        log.debug("next %s: %s, pulling again for the %.2fs left", self.label, why, left)
+        self.runtime.send_now(encode_pub(self.target.next_subject, self._prefix + call.token, None, body))
 
     def _on_delivery(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
         msg = pulled_message(self.runtime, self.target, subject, reply, data, headers)

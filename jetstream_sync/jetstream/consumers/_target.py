@@ -9,10 +9,19 @@ from __future__ import annotations
 import attrs
 
 from ... import errors
+from ..._protocol import api_response, encode_pub
 from ..._runtime import Runtime
 from ...message import Msg
 
-__all__ = ["PinTracker", "PullTarget", "pull_unanswered", "pulled_message", "read_timed_out"]
+__all__ = [
+    "CONSUMER_CHECK_TIMEOUT",
+    "PinTracker",
+    "PullTarget",
+    "consumer_gone",
+    "pull_unanswered",
+    "pulled_message",
+    "read_timed_out",
+]
 
 
 _PIN_HEADER = b"\r\nNats-Pin-Id: "
@@ -68,6 +77,25 @@ def pulled_message(
     byte limits as the server counts it (subject, reply, headers and data)."""
     size = len(subject) + len(reply) + len(data) + (len(headers) if headers else 0)
     return Msg(subject.decode(), reply.decode(), data, headers, runtime, size=size, ack_none=target.ack_none)
+
+
+#: how long the question "does the consumer exist?" may take (asked when pulls meet no responders)
+CONSUMER_CHECK_TIMEOUT = 5.0
+
+
+async def consumer_gone(runtime: Runtime, target: PullTarget) -> errors.JetStreamError | None:
+    """IO thread: ask the consumer's info (ADR-37, after pulls met no responders). Returns the
+    ConsumerNotFoundError or StreamNotFoundError that says it is gone, None when it exists; raises the
+    JetStreamError of an API that could not tell (restarting, electing its own leader)."""
+    subject = target.info_subject
+    try:
+        reply = await runtime.request_async(
+            lambda inbox: encode_pub(subject, inbox, None, b""), CONSUMER_CHECK_TIMEOUT, "consumer info"
+        )
+        api_response(reply.data, "consumer info")
+    except (errors.ConsumerNotFoundError, errors.StreamNotFoundError) as exc:
+        return exc
+    return None
 
 
 def pull_unanswered(label: str) -> errors.ConsumerNotFoundError:
