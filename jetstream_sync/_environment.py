@@ -1,0 +1,113 @@
+"""Checks of the process a client is about to run in, made once per ``connect()`` before any thread starts.
+
+The client needs its background threads to run while the application's own code does not: the IO thread sends
+coalesced publishes and acks, answers the server's PINGs and reads heartbeats. Two deployments take that away:
+
+- **uWSGI without Python threads.** Before uWSGI 2.0.27 (Debian 12 packages 2.0.21, pip's 2.0.26) the Python
+  plugin runs without thread support unless ``--enable-threads`` (or ``--threads N``, or an option that needs
+  threads such as ``--gevent``) is given. The worker then keeps the GIL while it waits for the next request,
+  so the IO thread runs only while a request runs: the last ack of a request stays unsent while the worker
+  idles, the server drops the connection as stale after a few minutes, and ``publish_async`` messages not
+  waited for are lost. That half-works, so :func:`check_process` refuses it with
+  :class:`~jetstream_sync.errors.ThreadsDisabledError`. uWSGI says what it decided: its embedded ``uwsgi``
+  module (in ``sys.modules`` before the application is imported) has ``has_threads``, the value after every
+  option that turns threads on, and 2.0.27 and later set it always. ``uwsgi.opt`` is not enough: it holds
+  only the options written out (``--threads 2`` or ``--gevent 100`` turn threads on without an
+  ``enable-threads`` key, and 2.0.27's default has none).
+- **gevent or eventlet monkey-patching.** Patched ``threading`` makes the client's threads greenlets of one OS
+  thread, so code that blocks without yielding (a CPU-bound loop, a C library doing its own IO) also stops
+  the client's heartbeats and PING replies. It works otherwise, so that is logged once at INFO, not refused.
+
+The decisions (:func:`uwsgi_threads_refusal`, :func:`green_runtime`) take what they look at as arguments, so
+tests make them without uWSGI, gevent or eventlet. Nothing here imports any of those: a module that is not
+already imported is not in use.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+from collections.abc import Mapping
+
+from . import errors
+
+__all__ = ["check_process", "green_runtime", "uwsgi_threads_refusal"]
+
+log = logging.getLogger("jetstream_sync")
+
+_green_noted = False  # the INFO about a monkey-patched runtime is logged once per process
+_green_lock = threading.Lock()
+
+
+def check_process() -> None:
+    """Refuse a process the client cannot run in, and say once what a monkey-patched one means.
+
+    Called by ``Client.__init__`` (on the connecting thread) before the runtime starts its threads.
+    Raises ThreadsDisabledError under uWSGI without Python threads.
+    """
+    refusal = uwsgi_threads_refusal(sys.modules.get("uwsgi"))
+    if refusal is not None:
+        raise errors.ThreadsDisabledError(refusal)
+    _note_green_runtime(green_runtime(sys.modules))
+
+
+def uwsgi_threads_refusal(uwsgi: object | None) -> str | None:
+    """Why the client cannot run under this uWSGI, or None when it can.
+
+    ``uwsgi`` is uWSGI's embedded module (``sys.modules["uwsgi"]``), or None outside uWSGI. A module of that
+    name without ``has_threads`` is not uWSGI's Python plugin (a file of the application's, say) and is left
+    alone.
+    """
+    if uwsgi is None:
+        return None
+    has_threads = getattr(uwsgi, "has_threads", None)
+    if has_threads is None or has_threads:
+        return None
+    version = getattr(uwsgi, "version", b"")
+    if isinstance(version, bytes):
+        version = version.decode("ascii", "replace")
+    running = f"uWSGI {version}" if version else "uWSGI"
+    return (
+        f"{running} runs this process without Python threads, so the client's IO thread would run only while a "
+        "request runs: acks and publishes would wait unsent while the worker is idle, the server would drop the "
+        "connection as stale, and the next request would fail with NotConnectedError. Start uWSGI with "
+        "--enable-threads (enable-threads = true in an ini file; --threads N turns them on too), or use "
+        "uWSGI 2.0.27 or later, where threads are on by default"
+    )
+
+
+def green_runtime(modules: Mapping[str, object]) -> str | None:
+    """``"gevent"`` or ``"eventlet"`` when that library has monkey-patched ``threading``, else None.
+
+    ``modules`` is ``sys.modules``: only an imported ``gevent.monkey`` or ``eventlet.patcher`` is asked
+    (gevent's ``is_module_patched("threading")``, eventlet's ``is_monkey_patched("thread")``).
+    """
+    gevent = modules.get("gevent.monkey")
+    is_module_patched = getattr(gevent, "is_module_patched", None)
+    if callable(is_module_patched) and is_module_patched("threading"):
+        return "gevent"
+    eventlet = modules.get("eventlet.patcher")
+    is_monkey_patched = getattr(eventlet, "is_monkey_patched", None)
+    if callable(is_monkey_patched) and is_monkey_patched("thread"):
+        return "eventlet"
+    return None
+
+
+def _note_green_runtime(runtime: str | None) -> None:
+    global _green_noted
+    if runtime is None:
+        return
+    with _green_lock:
+        if _green_noted:
+            return
+        _green_noted = True
+    log.info(
+        "%s has monkey-patched threading: the client's threads are greenlets sharing one OS thread, so code that "
+        "blocks without yielding to %s (a CPU-bound loop, a C library's own IO, time.sleep from before the "
+        "patch) also stops the client from answering the server's PINGs and reading heartbeats; keep such "
+        "work short or run it in a real thread (%s)",
+        runtime,
+        runtime,
+        "gevent.get_hub().threadpool" if runtime == "gevent" else "eventlet.tpool",
+    )
