@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import importlib.util
 import json
 import os
 import signal
@@ -17,6 +18,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import attrs
@@ -47,6 +49,12 @@ def console_script(name: str) -> Path:
     if not path.exists():
         pytest.skip(f"{name} is not installed beside {sys.executable} ({INSTALL})")
     return path
+
+
+def require(module: str) -> None:
+    """Skip unless ``module`` is installed; it is not imported here (gevent and eventlet patch what they touch)."""
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"{module} is not installed ({INSTALL})")
 
 
 def check_outcome(js: jetstream_sync.JetStream, keys: list[str]) -> None:
@@ -119,21 +127,41 @@ def served_env(deployment_url: str, **extra: str) -> dict[str, str]:
     return {**os.environ, "NATS_URL": deployment_url, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1", **extra}
 
 
-def drive_web_workers(port: int, master: Served, workers: int, requests: int = 24, threads: int = 4) -> list[dict]:
-    """The web workload: ``requests`` keys ``a<i>`` from ``threads`` threads, then a worker killed with SIGKILL
-    (between requests: the master must start another), ``requests`` keys ``b<i>``, and a drain. Every answer
-    must be 200; they are returned for the test's own checks (which worker answered, what it reported)."""
+def drive_web_workers(
+    port: int, master: Served | None, workers: int, requests: int = 24, threads: int = 4
+) -> list[dict[str, object]]:
+    """The web workload: ``requests`` keys ``a<i>`` from ``threads`` threads, then (given the ``master`` that
+    supervises ``workers`` worker processes) a worker killed with SIGKILL between requests, which the master
+    must replace, then ``requests`` keys ``b<i>``, and a drain. Every answer must be 200; the answers are
+    returned for the test's own checks (which worker answered, what it reported)."""
     with concurrent.futures.ThreadPoolExecutor(threads) as pool:
         first = list(pool.map(lambda i: http_json(port, f"/work/a{i}"), range(requests)))
         assert all(status == 200 for status, _ in first), first
-        victim = int(first[0][1]["pid"])  # type: ignore[call-overload]
-        os.kill(victim, signal.SIGKILL)
-        wait_until(lambda: victim not in children(master.pid) and len(children(master.pid)) == workers, timeout=30)
+        if master is not None:
+            victim = int(str(first[0][1]["pid"]))
+            os.kill(victim, signal.SIGKILL)
+            wait_until(lambda: victim not in children(master.pid) and len(children(master.pid)) == workers, timeout=30)
         second = list(pool.map(lambda i: http_json(port, f"/work/b{i}"), range(requests)))
         assert all(status == 200 for status, _ in second), second
     status, _ = http_json(port, "/drain")
     assert status == 200
     return [body for _, body in first + second]
+
+
+def wait_serving(served: Served, port: int, workers: int, worker_pids: Callable[[int], set[int]] = children) -> None:
+    """Wait until ``served`` has ``workers`` worker processes (``worker_pids`` of its pid: its children; 0: it
+    serves itself) and its app answers HTTP."""
+
+    def ready() -> bool:
+        assert served.process.poll() is None, served.text()[-3000:]
+        if len(worker_pids(served.pid)) != workers:
+            return False
+        try:
+            return http_json(port, "/nothing", timeout=2)[0] == 404
+        except OSError:
+            return False
+
+    wait_until(ready, timeout=30)
 
 
 def web_keys(requests: int = 24) -> list[str]:

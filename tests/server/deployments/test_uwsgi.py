@@ -21,6 +21,7 @@ be, those tests skip saying why.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -28,7 +29,6 @@ from pathlib import Path
 import pytest
 
 import jetstream_sync
-from tests.helpers import children, wait_until
 
 from .harness import (
     SERVED,
@@ -39,6 +39,7 @@ from .harness import (
     drive_web_workers,
     http_json,
     stored,
+    wait_serving,
     web_keys,
 )
 
@@ -46,7 +47,7 @@ pytestmark = pytest.mark.deployment
 
 WORKERS = 3
 OLD_VERSION = "2.0.26"  # the last release whose Python threads are off by default
-OLD_UWSGI = Path.home() / ".cache" / "jetstream-sync" / f"uwsgi-{OLD_VERSION}"
+OLD_UWSGI = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "jetstream-sync" / f"uwsgi-{OLD_VERSION}"
 
 
 def uwsgi_command(binary: Path, port: int, *flags: str, processes: int = WORKERS) -> list[str]:
@@ -55,21 +56,6 @@ def uwsgi_command(binary: Path, port: int, *flags: str, processes: int = WORKERS
         "--master", "--processes", str(processes), "--need-app", "--die-on-term", "--disable-logging",
         "--home", sys.prefix, *flags,
     ]  # fmt: skip
-
-
-def wait_serving(served: Served, port: int, workers: int) -> None:
-    def ready() -> bool:
-        assert served.process.poll() is None, served.text()[-3000:]
-        return len(children(served.pid)) == workers and _answers(port)
-
-    wait_until(ready, timeout=30)
-
-
-def _answers(port: int) -> bool:
-    try:
-        return http_json(port, "/nothing", timeout=2)[0] == 404
-    except OSError:
-        return False
 
 
 @pytest.mark.parametrize(
