@@ -32,7 +32,7 @@ logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(process)d %
 BOOT: jetstream_sync.Client | None = None
 BOOT_PID = os.getpid()
 if os.environ.get("DEPLOY_CONNECT_AT_IMPORT") == "1":
-    BOOT = jetstream_sync.connect(workload.SETTINGS.servers, name="deploy-boot")
+    BOOT = jetstream_sync.connect(os.environ["NATS_URL"], name="deploy-boot")
     BOOT.jetstream().publish("deploy.boot", str(BOOT_PID).encode(), msg_id=f"boot-{BOOT_PID}")
 
 _inherited: dict[str, object] = {}  # this process's one try of the inherited client

@@ -7,7 +7,7 @@ between the two is recorded once: the test reads the stream from outside and fin
 ``deploy.in.*`` and once on ``deploy.done.*``, and nothing pending or unacked on the consumer.
 
 The client is the library's per-process one (``process_client``): made on first use in the process that uses it,
-so a forked worker never touches its parent's. ``NATS_URL`` comes from the environment.
+so a forked worker never touches its parent's.
 """
 
 from __future__ import annotations
@@ -19,11 +19,14 @@ from jetstream_sync.integrations import ConnectionSettings, process_client
 
 STREAM = "DEPLOY"
 CONSUMER = "work"
-SETTINGS = ConnectionSettings(servers=os.environ.get("NATS_URL", "nats://127.0.0.1:4222"), name="deploy")
 
 
 def client() -> jetstream_sync.Client:
-    return process_client(SETTINGS)
+    """This process's client for ``$NATS_URL`` (read on each call: a forked pool process may be handed work
+    for another server than the one its parent imported this module for)."""
+    return process_client(
+        ConnectionSettings(servers=os.environ.get("NATS_URL", "nats://127.0.0.1:4222"), name="deploy")
+    )
 
 
 def work(key: str) -> dict[str, object]:
