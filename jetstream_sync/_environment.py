@@ -8,7 +8,7 @@ coalesced publishes and acks, answers the server's PINGs and reads heartbeats. T
   threads such as ``--gevent``) is given. The worker then keeps the GIL while it waits for the next request,
   so the IO thread runs only while a request runs: the last ack of a request stays unsent while the worker
   idles, the server drops the connection as stale after a few minutes, and ``publish_async`` messages not
-  waited for are lost. That half-works, so :func:`check_process` refuses it with
+  waited for are lost. That half-works, so :func:`check_environment` refuses it with
   :class:`~jetstream_sync.errors.ThreadsDisabledError`. uWSGI says what it decided: its embedded ``uwsgi``
   module (in ``sys.modules`` before the application is imported) has ``has_threads``, the value after every
   option that turns threads on, and 2.0.27 and later set it always. ``uwsgi.opt`` is not enough: it holds
@@ -31,8 +31,9 @@ import threading
 from collections.abc import Mapping
 
 from . import errors
+from ._runtime import after_fork, check_process
 
-__all__ = ["check_process", "green_runtime", "uwsgi_threads_refusal"]
+__all__ = ["check_environment", "green_runtime", "uwsgi_threads_refusal"]
 
 log = logging.getLogger("jetstream_sync")
 
@@ -40,12 +41,23 @@ _green_noted = False  # the INFO about a monkey-patched runtime is logged once p
 _green_lock = threading.Lock()
 
 
-def check_process() -> None:
-    """Refuse a process the client cannot run in, and say once what a monkey-patched one means.
+def _new_process() -> None:
+    """In a forked child: its own note (it logs under its own process id) and a lock no parent thread holds."""
+    global _green_noted, _green_lock
+    _green_noted = False
+    _green_lock = threading.Lock()
+
+
+after_fork(_new_process)
+
+
+def check_environment() -> None:
+    """Refuse a process the client cannot run in, and say once per process what a monkey-patched one means.
 
     Called by ``Client.__init__`` (on the connecting thread) before the runtime starts its threads.
     Raises ThreadsDisabledError under uWSGI without Python threads.
     """
+    check_process()  # after a fork made in C (uWSGI's), _new_process runs now, before the lock is taken
     refusal = uwsgi_threads_refusal(sys.modules.get("uwsgi"))
     if refusal is not None:
         raise errors.ThreadsDisabledError(refusal)

@@ -13,7 +13,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from . import errors
-from ._environment import check_process
+from ._environment import check_environment
 from ._protocol import encode_pub_parts, reply_encoder
 from ._runtime import Runtime, redact_url
 from ._validate import (
@@ -56,7 +56,7 @@ class Client:
         if not isinstance(options, ConnectOptions):
             raise errors.InvalidTypeError("options", f"must be a ConnectOptions, got {type(options).__name__}")
         self.options = options
-        check_process()  # before any thread starts: uWSGI without threads is refused, gevent/eventlet noted
+        check_environment()  # before any thread starts: uWSGI without threads is refused, gevent/eventlet noted
         self._runtime = Runtime(options)
         self._runtime.connect()
 

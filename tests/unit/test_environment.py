@@ -7,13 +7,14 @@ tests/server/deployments/test_uwsgi.py makes the same decision inside a real uWS
 from __future__ import annotations
 
 import logging
+import sys
 import types
 
 import pytest
 
 import jetstream_sync
 from jetstream_sync import _environment, errors
-from tests.helpers import our_threads
+from tests.helpers import our_threads, run_in_fork
 
 
 def uwsgi_module(**attributes: object) -> types.ModuleType:
@@ -52,7 +53,7 @@ def test_uwsgi_without_a_version_is_still_refused():
 def test_connect_refuses_before_any_thread_starts_or_anything_is_sent(monkeypatch, unused_port):
     """Nothing listens on the port: a connect attempt would raise NoServersError, so ThreadsDisabledError
     shows the refusal came first; and no thread of the client was started."""
-    monkeypatch.setitem(__import__("sys").modules, "uwsgi", uwsgi_module(has_threads=0, version=b"2.0.21"))
+    monkeypatch.setitem(sys.modules, "uwsgi", uwsgi_module(has_threads=0, version=b"2.0.21"))
     before = set(our_threads())
     with pytest.raises(errors.ThreadsDisabledError, match=r"uWSGI 2\.0\.21 .*--enable-threads"):
         jetstream_sync.connect(f"nats://127.0.0.1:{unused_port}", connect_timeout=0.5)
@@ -96,10 +97,10 @@ def test_a_monkey_patched_threading_module_is_recognised(modules, expected):
 
 def test_a_patched_runtime_is_noted_once_per_process_at_info(monkeypatch, caplog):
     monkeypatch.setattr(_environment, "_green_noted", False)
-    monkeypatch.setitem(__import__("sys").modules, "gevent.monkey", FakeGeventMonkey("threading"))
+    monkeypatch.setitem(sys.modules, "gevent.monkey", FakeGeventMonkey("threading"))
     with caplog.at_level(logging.INFO, logger="jetstream_sync"):
-        _environment.check_process()
-        _environment.check_process()
+        _environment.check_environment()
+        _environment.check_environment()
     notes = [r for r in caplog.records if "monkey-patched threading" in r.getMessage()]
     assert len(notes) == 1 and notes[0].levelno == logging.INFO
     assert "gevent.get_hub().threadpool" in notes[0].getMessage()
@@ -108,5 +109,33 @@ def test_a_patched_runtime_is_noted_once_per_process_at_info(monkeypatch, caplog
 def test_an_unpatched_process_logs_nothing(monkeypatch, caplog):
     monkeypatch.setattr(_environment, "_green_noted", False)
     with caplog.at_level(logging.DEBUG, logger="jetstream_sync"):
-        _environment.check_process()
+        _environment.check_environment()
     assert not caplog.records
+
+
+class Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def test_a_forked_child_notes_it_once_again(monkeypatch):
+    """The note is per process: a worker forked from a noted parent says it under its own process id."""
+    monkeypatch.setattr(_environment, "_green_noted", False)
+    monkeypatch.setitem(sys.modules, "gevent.monkey", FakeGeventMonkey("threading"))
+    _environment.check_environment()
+    assert _environment._green_noted
+
+    def child() -> bool:
+        collect = Collect()
+        logger = logging.getLogger("jetstream_sync")
+        logger.addHandler(collect)
+        logger.setLevel(logging.INFO)
+        _environment.check_environment()
+        _environment.check_environment()
+        return [r.getMessage()[:36] for r in collect.records] == ["gevent has monkey-patched threading:"]
+
+    assert run_in_fork(child) == 0
