@@ -15,8 +15,9 @@ Python threads are off unless asked for.
   flag. With it, the same app works and a core publish made as a request ends reaches the server while the
   worker is idle (without threads, it waited for the next request).
 
-The old uWSGI is built once from PyPI into ``~/.cache/jetstream-sync/uwsgi-2.0.26`` (about 20 s); where it cannot
-be, those tests skip saying why.
+The old uWSGI is built once per Python from PyPI into ``~/.cache/jetstream-sync/uwsgi-2.0.26-py3.N`` (or under
+``$XDG_CACHE_HOME``; about 20 s), where the deploy extra is installed; where it cannot be built, those tests skip
+saying why.
 """
 
 from __future__ import annotations
@@ -47,7 +48,12 @@ pytestmark = pytest.mark.deployment
 
 WORKERS = 3
 OLD_VERSION = "2.0.26"  # the last release whose Python threads are off by default
-OLD_UWSGI = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "jetstream-sync" / f"uwsgi-{OLD_VERSION}"
+#: one build per Python: uWSGI embeds the libpython it was compiled against
+OLD_UWSGI = (
+    Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    / "jetstream-sync"
+    / f"uwsgi-{OLD_VERSION}-py{sys.version_info[0]}.{sys.version_info[1]}"
+)
 
 
 def uwsgi_command(binary: Path, port: int, *flags: str, processes: int = WORKERS) -> list[str]:
@@ -84,7 +90,9 @@ def test_uwsgi_workers_work_across_a_killed_worker(deployment, tmp_path, unused_
 
 @pytest.fixture(scope="session")
 def old_uwsgi() -> Path:
-    """uWSGI 2.0.26's binary, built from PyPI once per machine (its sdist compiles in about 20 s)."""
+    """uWSGI 2.0.26's binary, built from PyPI once per machine and Python (its sdist compiles in about 20 s).
+    Only where the deploy extra is installed, as for the rest of the matrix (CI's other Pythons skip it)."""
+    console_script("uwsgi")
     binary = OLD_UWSGI / "bin" / "uwsgi"
     if not binary.exists():
         built = subprocess.run(
