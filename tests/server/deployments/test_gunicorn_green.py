@@ -1,4 +1,4 @@
-"""Green threads: gunicorn's gevent workers with ``--preload``, and eventlet's own WSGI server (gunicorn 24+ has
+"""Green threads: gunicorn's gevent workers with ``--preload``, and eventlet's own WSGI server (gunicorn 27 has
 no eventlet worker). With ``--preload`` the app connects in gunicorn's arbiter at import; each worker is forked,
 then monkey-patched, so the client it makes runs its threads as greenlets.
 

@@ -1,5 +1,5 @@
-"""deploy_wsgi's app under eventlet's own WSGI server, monkey-patched first as eventlet requires (gunicorn 24+
-has no eventlet worker any more). Serves on 127.0.0.1:<argv[1]> until SIGTERM, then exits 0."""
+"""deploy_wsgi's app under eventlet's own WSGI server, monkey-patched first as eventlet requires (gunicorn 27 has
+no eventlet worker). Serves on 127.0.0.1:<argv[1]> until SIGTERM, then exits 0."""
 
 from __future__ import annotations
 
