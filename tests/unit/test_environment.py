@@ -96,7 +96,7 @@ def test_a_monkey_patched_threading_module_is_recognised(modules, expected):
 
 
 def test_a_patched_runtime_is_noted_once_per_process_at_info(monkeypatch, caplog):
-    monkeypatch.setattr(_environment, "_green_noted", False)
+    monkeypatch.setattr(_environment, "_noted", set())
     monkeypatch.setitem(sys.modules, "gevent.monkey", FakeGeventMonkey("threading"))
     with caplog.at_level(logging.INFO, logger="jetstream_sync"):
         _environment.check_environment()
@@ -106,8 +106,52 @@ def test_a_patched_runtime_is_noted_once_per_process_at_info(monkeypatch, caplog
     assert "gevent.get_hub().threadpool" in notes[0].getMessage()
 
 
+def uwsgi_master(worker_id: int = 0, mule_id: int = 0, spooler: bool = False, **opt: object) -> types.ModuleType:
+    """uWSGI's module as the app's import sees it: ``worker_id()`` is 0 in the master, options in ``opt``."""
+    return uwsgi_module(
+        has_threads=1,
+        version=b"2.0.31",
+        worker_id=lambda: worker_id,
+        mule_id=lambda: mule_id,
+        i_am_the_spooler=lambda: spooler or None,
+        opt={key.replace("_", "-"): value for key, value in opt.items()},
+    )
+
+
+def test_a_client_made_in_uwsgis_master_is_a_hazard_named_with_its_fixes():
+    hazard = _environment.uwsgi_master_hazard(uwsgi_master(master=True))
+    assert hazard is not None and hazard.startswith("a client is being made in uWSGI's master process")
+    assert "--py-call-uwsgi-fork-hooks" in hazard and "--lazy-apps" in hazard
+
+
+@pytest.mark.parametrize(
+    "uwsgi",
+    [
+        None,
+        uwsgi_module(),  # not uWSGI's module
+        uwsgi_module(has_threads=0),  # refused instead (ThreadsDisabledError)
+        uwsgi_master(worker_id=1, lazy_apps=True),  # a worker importing the app itself
+        uwsgi_master(mule_id=1),
+        uwsgi_master(spooler=True),
+        uwsgi_master(master=True, py_call_uwsgi_fork_hooks=True),  # the master takes the GIL before forking
+    ],
+)
+def test_no_master_hazard_where_nothing_is_forked_after_or_the_fork_is_safe(uwsgi):
+    assert _environment.uwsgi_master_hazard(uwsgi) is None
+
+
+def test_the_master_hazard_is_warned_once_per_process(monkeypatch, caplog):
+    monkeypatch.setattr(_environment, "_noted", set())
+    monkeypatch.setitem(sys.modules, "uwsgi", uwsgi_master(master=True))
+    with caplog.at_level(logging.INFO, logger="jetstream_sync"):
+        _environment.check_environment()
+        _environment.check_environment()
+    warnings = [r for r in caplog.records if "uWSGI's master process" in r.getMessage()]
+    assert len(warnings) == 1 and warnings[0].levelno == logging.WARNING
+
+
 def test_an_unpatched_process_logs_nothing(monkeypatch, caplog):
-    monkeypatch.setattr(_environment, "_green_noted", False)
+    monkeypatch.setattr(_environment, "_noted", set())
     with caplog.at_level(logging.DEBUG, logger="jetstream_sync"):
         _environment.check_environment()
     assert not caplog.records
@@ -124,10 +168,10 @@ class Collect(logging.Handler):
 
 def test_a_forked_child_notes_it_once_again(monkeypatch):
     """The note is per process: a worker forked from a noted parent says it under its own process id."""
-    monkeypatch.setattr(_environment, "_green_noted", False)
+    monkeypatch.setattr(_environment, "_noted", set())
     monkeypatch.setitem(sys.modules, "gevent.monkey", FakeGeventMonkey("threading"))
     _environment.check_environment()
-    assert _environment._green_noted
+    assert "green" in _environment._noted
 
     def child() -> bool:
         collect = Collect()

@@ -114,8 +114,24 @@ class Served:
         """Send ``sig`` and wait for the exit: its code and how long it took (seconds)."""
         start = time.monotonic()
         self.process.send_signal(sig)
-        code = self.process.wait(timeout)
+        try:
+            code = self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            left = self.left()
+            raise AssertionError(f"not stopped {timeout} s after {sig.name}: {left}\n{self.text()[-6000:]}") from None
         return code, time.monotonic() - start
+
+    def left(self) -> str:
+        """The processes of its session still there, and (served apps register faulthandler on SIGUSR2) their
+        threads' stacks appended to the log."""
+        listed = subprocess.run(
+            ["ps", "-o", "pid,ppid,stat,etime,cmd", "-g", str(self.pid)], capture_output=True, text=True, check=False
+        ).stdout
+        for line in listed.splitlines()[1:]:
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(line.split()[0]), signal.SIGUSR2)
+        time.sleep(1)  # the stacks are written by the processes themselves; a moment for them to reach the log
+        return listed
 
     def text(self) -> str:
         return self.log.read_text(errors="replace")

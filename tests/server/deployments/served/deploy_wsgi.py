@@ -15,9 +15,11 @@ INFO logging goes to stderr, i.e. the server's log, where the test looks for the
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import logging
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -28,6 +30,8 @@ import jetstream_sync
 from jetstream_sync import errors
 
 logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(process)d %(levelname)s %(name)s: %(message)s")
+
+faulthandler.register(signal.SIGUSR2, all_threads=True)  # a test that finds a process stuck asks its stacks
 
 BOOT: jetstream_sync.Client | None = None
 BOOT_PID = os.getpid()
@@ -53,6 +57,7 @@ def inherited_client_use() -> dict[str, object]:
 
 
 def application(environ: dict[str, object], start_response: Callable[..., object]) -> Iterable[bytes]:
+    faulthandler.register(signal.SIGUSR2, all_threads=True)  # a test that finds a worker stuck asks its stacks
     path = str(environ.get("PATH_INFO", ""))
     status = "200 OK"
     try:
