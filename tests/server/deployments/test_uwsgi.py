@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 import jetstream_sync
-from tests.helpers import wait_until
+from tests.helpers import children, wait_until
 
 from .harness import (
     SERVED,
@@ -91,6 +91,8 @@ def test_uwsgi_workers_work_across_a_killed_worker(deployment, tmp_path, unused_
     with Served(uwsgi_command(binary, unused_port, *flags), env, tmp_path / "uwsgi.log") as served:
         wait_serving(served, unused_port, WORKERS)
         answers = drive_web_workers(unused_port, served, WORKERS)
+        if mode == "lazy-apps":  # the respawned worker imports the app itself: stop it once it has (4 s seen)
+            wait_until(lambda: all(f"pid: {pid} (default app)" in served.text() for pid in children(served.pid)), 30)
         code, seconds = served.stop()
     check_outcome(deployment.js, web_keys())
     assert len({answer["pid"] for answer in answers}) >= 2  # served by several workers
