@@ -122,7 +122,8 @@ def uwsgi_master_hazard(uwsgi: object | None) -> str | None:
     """Why a client made here may hang uWSGI's workers, or None.
 
     The hazard is a client made while uWSGI imports the app in the process that forks the workers
-    (``worker_id() == 0``, not a mule or the spooler) without ``--py-call-uwsgi-fork-hooks``.
+    (``worker_id() == 0``, not a mule or the spooler, and a master or more than one process) without
+    ``--py-call-uwsgi-fork-hooks``.
     """
     if uwsgi is None or not getattr(uwsgi, "has_threads", None):
         return None
@@ -133,8 +134,10 @@ def uwsgi_master_hazard(uwsgi: object | None) -> str | None:
     if spooler is not None and spooler():
         return None
     options = getattr(uwsgi, "opt", None)
-    if isinstance(options, dict) and "py-call-uwsgi-fork-hooks" in options:
+    if not isinstance(options, dict) or "py-call-uwsgi-fork-hooks" in options:
         return None
+    if "master" not in options and getattr(uwsgi, "numproc", None) == 1:
+        return None  # one process and no master: it becomes the only worker itself, nothing is forked
     return (
         "a client is being made in uWSGI's master process, which forks the workers in C: a worker forked while "
         "one of the client's threads holds the GIL waits for it for ever and never serves. Start uWSGI with "

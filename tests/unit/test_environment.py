@@ -106,11 +106,14 @@ def test_a_patched_runtime_is_noted_once_per_process_at_info(monkeypatch, caplog
     assert "gevent.get_hub().threadpool" in notes[0].getMessage()
 
 
-def uwsgi_master(worker_id: int = 0, mule_id: int = 0, spooler: bool = False, **opt: object) -> types.ModuleType:
+def uwsgi_master(
+    worker_id: int = 0, mule_id: int = 0, spooler: bool = False, numproc: int = 3, **opt: object
+) -> types.ModuleType:
     """uWSGI's module as the app's import sees it: ``worker_id()`` is 0 in the master, options in ``opt``."""
     return uwsgi_module(
         has_threads=1,
         version=b"2.0.31",
+        numproc=numproc,
         worker_id=lambda: worker_id,
         mule_id=lambda: mule_id,
         i_am_the_spooler=lambda: spooler or None,
@@ -118,8 +121,11 @@ def uwsgi_master(worker_id: int = 0, mule_id: int = 0, spooler: bool = False, **
     )
 
 
-def test_a_client_made_in_uwsgis_master_is_a_hazard_named_with_its_fixes():
-    hazard = _environment.uwsgi_master_hazard(uwsgi_master(master=True))
+@pytest.mark.parametrize(
+    "uwsgi", [uwsgi_master(master=True), uwsgi_master(master=True, numproc=1), uwsgi_master(numproc=2)]
+)
+def test_a_client_made_in_uwsgis_master_is_a_hazard_named_with_its_fixes(uwsgi):
+    hazard = _environment.uwsgi_master_hazard(uwsgi)
     assert hazard is not None and hazard.startswith("a client is being made in uWSGI's master process")
     assert "--py-call-uwsgi-fork-hooks" in hazard and "--lazy-apps" in hazard
 
@@ -134,6 +140,7 @@ def test_a_client_made_in_uwsgis_master_is_a_hazard_named_with_its_fixes():
         uwsgi_master(mule_id=1),
         uwsgi_master(spooler=True),
         uwsgi_master(master=True, py_call_uwsgi_fork_hooks=True),  # the master takes the GIL before forking
+        uwsgi_master(numproc=1),  # no master, one process: it is the only worker, unforked
     ],
 )
 def test_no_master_hazard_where_nothing_is_forked_after_or_the_fork_is_safe(uwsgi):
