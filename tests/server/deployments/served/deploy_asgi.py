@@ -1,5 +1,5 @@
-"""A Django ASGI app for uvicorn: the workload from a sync view (Django runs it on a thread) and from an async
-view through ``sync_to_async`` (the client is never called on the event loop's thread)."""
+"""A Django ASGI app for uvicorn: the workload from a sync view (Django runs it on a thread), from an async view
+through ``sync_to_async``, and from an async view that calls the client on the event loop's thread."""
 
 from __future__ import annotations
 
@@ -26,6 +26,12 @@ async def async_work(request: HttpRequest, key: str) -> JsonResponse:
     return JsonResponse(await sync_to_async(workload.work)(key))
 
 
+async def direct_work(request: HttpRequest, key: str) -> JsonResponse:
+    """What not to do: the client called on the event loop's thread (it works, holding up the loop meanwhile,
+    and the client logs a hint pointing at sync_to_async, once per process)."""
+    return JsonResponse(workload.work(key))
+
+
 def drain(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"pid": os.getpid(), "done": workload.drain()})
 
@@ -37,6 +43,7 @@ def not_found(request: HttpRequest, rest: str) -> HttpResponse:
 urlpatterns = [
     path("work/<str:key>", work),
     path("async-work/<str:key>", async_work),
+    path("direct-work/<str:key>", direct_work),
     path("drain", drain),
     path("<path:rest>", not_found),
 ]
