@@ -2,7 +2,8 @@
 (publish with msg_id, take one message, record it, ack) for 20 keys, block in a read that the kernel is
 interrupted out of (as the stop button does: KeyboardInterrupt on the kernel's main thread), go on with the same
 client, and close it. Every key stored and finished once, nothing left on the consumer, no cell failed but the
-interrupted one, and that one with KeyboardInterrupt."""
+interrupted one, and that one with KeyboardInterrupt; no cell printed more than asked (a cell runs inside the
+kernel's event loop, where the client's warning about blocking calls in a running loop must not show)."""
 
 from __future__ import annotations
 
