@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from . import errors
+from ._environment import check_environment
 from ._protocol import encode_pub_parts, reply_encoder
 from ._runtime import Runtime, redact_url
 from ._validate import (
@@ -44,7 +45,8 @@ log = logging.getLogger("jetstream_sync")
 class Client:
     """A NATS connection usable from any number of threads: ``Client(ConnectOptions(...))`` or :func:`connect`.
 
-    Constructing it connects (NoServersError, AuthorizationError or InvalidArgumentError when it cannot);
+    Constructing it connects (NoServersError, AuthorizationError or InvalidArgumentError when it cannot;
+    ThreadsDisabledError under uWSGI without Python threads, before anything starts);
     use it as a context manager, or call :meth:`close`. Its threads: "jetstream-sync-io" (the connection),
     "jetstream-sync-watchdog" (heartbeat checks and other timers of the library) and, from the first callback
     on, "jetstream-sync-callbacks" (your callbacks and error handlers, in order); each consume has its own.
@@ -54,6 +56,7 @@ class Client:
         if not isinstance(options, ConnectOptions):
             raise errors.InvalidTypeError("options", f"must be a ConnectOptions, got {type(options).__name__}")
         self.options = options
+        check_environment()  # before any thread starts: uWSGI without threads is refused, gevent/eventlet noted
         self._runtime = Runtime(options)
         self._runtime.connect()
 

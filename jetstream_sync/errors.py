@@ -110,6 +110,7 @@ __all__ = [
     "SubjectMismatchError",
     "SubscribeError",
     "SubscriptionClosedError",
+    "ThreadsDisabledError",
     "TimeoutError",
     "TooManyRequestsError",  # noqa: F405 - from _api_errors (the import at the end)
     "ValueTooLargeError",
@@ -175,6 +176,12 @@ class ForkedClientError(JetStreamError, RuntimeError):
             "connect a new client in the child (gunicorn post_fork, Celery worker_process_init, "
             "or lazily on first use in the worker)"
         )
+
+
+class ThreadsDisabledError(JetStreamError, RuntimeError):
+    """``connect()`` refused a process whose Python threads do not run between requests (uWSGI before 2.0.27
+    without ``--enable-threads``): the client's IO thread would send acks and answer the server only while a
+    request runs. The message names the uWSGI version and the flags that fix it (the Deployments guide)."""
 
 
 class AuthorizationError(JetStreamError):

@@ -6,6 +6,7 @@ Fixtures live in conftest.py; everything a test imports by name lives here.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -159,3 +160,10 @@ def run_pytest(directory: Path) -> subprocess.CompletedProcess[str]:
         timeout=120,
         cwd=directory,
     )
+
+
+def first_python_block(text: str) -> str:
+    """The first ```python block of a Markdown page: the program a guide opens with, run by its test."""
+    found = re.search(r"^```python\n(.*?)^```$", text, re.MULTILINE | re.DOTALL)
+    assert found, "the page has no python block"
+    return found.group(1)

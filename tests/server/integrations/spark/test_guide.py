@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 
@@ -12,17 +11,11 @@ import pytest
 pytest.importorskip("pyarrow")
 pytest.importorskip("pyspark", minversion="4.2")
 
-from tests.helpers import REPO_ROOT
+from tests.helpers import REPO_ROOT, first_python_block
 
 pytestmark = pytest.mark.spark
 
 GUIDE = REPO_ROOT / "docs" / "guides" / "spark.md"
-
-
-def first_python_block(text: str) -> str:
-    found = re.search(r"^```python\n(.*?)^```$", text, re.MULTILINE | re.DOTALL)
-    assert found, "the guide has no python block"
-    return found.group(1)
 
 
 @pytest.mark.timeout(300)
