@@ -20,12 +20,22 @@ import time
 from collections.abc import Callable
 
 from .. import errors
+from ._fork import after_fork
 
 __all__ = ["wait_while", "warn_if_in_event_loop"]
 
 log = logging.getLogger("jetstream_sync")
 
 _warned_in_loop = False  # set once: the hint is logged once per process
+
+
+def _forget_the_hint() -> None:
+    """In a forked child (a worker of a server that forks): its own process, its own hint."""
+    global _warned_in_loop
+    _warned_in_loop = False
+
+
+after_fork(_forget_the_hint)
 
 # The longest a waiter sleeps before it looks at ``closed()`` again: close() wakes gates, but a notify that
 # races with a waiter entering the wait must not leave it asleep for the whole timeout.
