@@ -85,5 +85,10 @@ def warn_if_in_event_loop(what: str) -> None:
 
 def _in_a_notebook_cell() -> bool:
     """A Jupyter kernel runs each cell inside its event loop on the main thread: a blocking call there is what a
-    cell does (the kernel waits for the cell whatever it runs), not an async view starving its peers."""
-    return "ipykernel" in sys.modules and threading.current_thread() is threading.main_thread()
+    cell does (the kernel waits for the cell whatever it runs), not an async view starving its peers. Known by
+    the running IPython shell having a kernel (``ipykernel`` merely imported, as by a test runner, is not)."""
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    get_ipython = getattr(sys.modules.get("IPython"), "get_ipython", None)
+    shell = get_ipython() if callable(get_ipython) else None
+    return shell is not None and getattr(shell, "kernel", None) is not None
