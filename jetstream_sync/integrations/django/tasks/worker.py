@@ -1,0 +1,160 @@
+"""``TaskWorker``: a process's worker for one backend and some of its queues, run by
+``manage.py jetstream_tasks_worker`` through the consume core the other commands share
+(``integrations/_consume.run_until_signalled``: SIGTERM/SIGINT drain, a second signal stops at once).
+
+``prepare()`` makes (or brings up to date) one durable pull consumer per queue and priority band, named
+``run-<queue>-<band>`` and filtered on that band's subject, with the backend's ``ACK_WAIT`` and no delivery limit
+on the server (the worker counts deliveries itself, so that the one past ``MAX_DELIVER`` is dead-lettered with its
+result marked, rather than left unseen on the server). Any number of worker processes share them.
+
+``consume(runner, workers=N)`` starts the client's own consume machinery (``ConsumeContext``) on a
+:class:`~._source.BandedPull` over those consumers, with in-progress acks for the tasks in hand, the same keeper
+``consume(auto_in_progress=True)`` uses: a task running longer than ``ACK_WAIT`` is not handed to another worker.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .... import errors
+from ....jetstream import JetStream
+from ....jetstream.consumers import ConsumeOptions, Consumer
+from ....jetstream.consumers._progress import progress_keeper
+from ....jetstream.consumers.delivery import ConsumeContext, ErrorHandler
+from ....message import Msg
+from ....models import AckPolicy, ConsumerConfig, DeliverPolicy
+from ._options import QUEUE_NAME
+from ._run import TaskRunner, default_worker_id
+from ._source import Band, BandedPull
+from .backend import JetStreamBackend
+
+__all__ = ["TaskWorker", "check_queues"]
+
+log = logging.getLogger("jetstream_sync.integrations.django")
+
+
+def check_queues(backend: object, queues: Sequence[str]) -> None:
+    """InvalidArgumentError (or InvalidTypeError) unless a worker can serve ``queues`` of ``backend``; nothing
+    connects (the worker command checks before it forks its processes)."""
+    if not isinstance(backend, JetStreamBackend):
+        raise errors.InvalidTypeError("backend", f"must be a JetStreamBackend, got {type(backend).__name__}")
+    if not queues:
+        raise errors.InvalidArgumentError("queues", "name at least one queue")
+    for queue in queues:
+        if QUEUE_NAME.fullmatch(queue) is None:
+            raise errors.InvalidArgumentError("queues", f"{queue!r} is not a queue name (letters, digits, _ -)")
+        if backend.queues and queue not in backend.queues:
+            raise errors.InvalidArgumentError(
+                "queues", f"{queue!r} is not in TASKS[{backend.alias!r}]['QUEUES'] {sorted(backend.queues)}"
+            )
+    backend.task_options  # noqa: B018 -- ImproperlyConfigured now for wrong OPTIONS
+
+
+class TaskWorker:
+    """Runs the tasks of ``queues`` of ``backend`` in this process (see the module docstring).
+
+    Looks like a consumer to ``run_until_signalled`` (``stream_name``, ``name``, ``jetstream``, ``consume``)."""
+
+    def __init__(self, backend: JetStreamBackend, queues: Sequence[str], *, worker_id: str | None = None) -> None:
+        check_queues(backend, queues)
+        self.backend = backend
+        self.queues = list(dict.fromkeys(queues))
+        self.worker_id = worker_id or default_worker_id()
+        self.store = backend.store()
+        self.options = self.store.options
+        self.runner = TaskRunner(backend, self.store, self.worker_id)
+        self._bands: list[Band] = []
+        self._source: BandedPull | None = None
+
+    # -- what run_until_signalled reads ---------------------------------------------------------------------
+    @property
+    def stream_name(self) -> str:
+        return self.options.stream
+
+    @property
+    def name(self) -> str:
+        return ",".join(self.queues)
+
+    @property
+    def jetstream(self) -> JetStream:
+        return self.store.js
+
+    def prepare(self) -> None:
+        """Make or update the band consumers of every queue (highest band first)."""
+        options = self.options
+        js = self.store.js
+        bands = []
+        for band in range(len(options.priority_bands)):
+            for queue in self.queues:
+                subject = options.run_subject(queue, band)
+                config = ConsumerConfig(
+                    durable_name=options.consumer_name(queue, band),
+                    filter_subject=subject,
+                    ack_policy=AckPolicy.EXPLICIT,
+                    deliver_policy=DeliverPolicy.ALL,
+                    ack_wait=options.ack_wait,
+                    max_deliver=-1,
+                    description=f"Django tasks of queue {queue}, priority band {band}",
+                )
+                bands.append(Band(subject, js.create_or_update_consumer(options.stream, config)))
+        self._bands = bands
+
+    def consume(
+        self,
+        handler: Callable[[Msg], object],
+        *,
+        options: ConsumeOptions | None = None,
+        error_handler: ErrorHandler | None = None,
+        workers: int = 1,
+    ) -> ConsumeContext:
+        """Run ``handler`` (the :attr:`runner`) on the tasks, on ``workers`` threads, highest band first.
+        ``options`` is ignored: nothing is pulled ahead of the free threads."""
+        if not self._bands:
+            self.prepare()
+        client = self.store.client
+        rings = (
+            self.options.queue_subjects(self.queues[0])
+            if len(self.queues) == 1
+            else f"{self.options.subject_prefix}.run.>"
+        )
+        report: Callable[[BaseException], object]
+        if error_handler is None:
+            report = lambda exc: log.warning("tasks worker %s: %s", self.name, exc)  # noqa: E731
+        else:
+            report = error_handler
+        source = BandedPull(
+            client,
+            self._bands,
+            capacity=workers,
+            poll=self.options.poll_interval,
+            rings=rings,
+            label=f"{self.options.stream}/{self.name}",
+            report=report,
+        )
+        self._source = source
+
+        def run(msg: Msg) -> None:
+            try:
+                handler(msg)
+            finally:
+                source.finished(msg)
+
+        keeper = progress_keeper(client.runtime, self._bands[0].consumer.cached_info.config, True)
+        context = ConsumeContext(source, run, keeper, workers=workers)
+        context.start()
+        return context
+
+    def bands(self) -> list[Consumer]:
+        """The band consumers, in the order they are asked (after :meth:`prepare`)."""
+        return [band.consumer for band in self._bands]
+
+    def describe(self) -> dict[str, Any]:
+        """For the command's start-up line: queues, bands and how deferred tasks are held back."""
+        return {
+            "queues": self.queues,
+            "bands": list(self.options.priority_bands),
+            "defer": "message schedules" if self.store.schedules else "redelivery at run_after",
+            "worker_id": self.worker_id,
+        }
