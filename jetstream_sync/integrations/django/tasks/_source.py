@@ -78,6 +78,7 @@ class BandedPull:
         self._report = report
         self._cond = threading.Condition(threading.Lock())
         self._in_hand = 0  # tasks handed to the consume and not yet finished or given back
+        self._held: dict[int, Msg] = {}  # those tasks' messages, by id, for abandon()
         self._halted = False  # only ever set
         self._closed = False  # only ever set
         self._next_poll = 0.0
@@ -115,6 +116,7 @@ class BandedPull:
             if msgs:
                 with self._cond:
                     self._in_hand += len(msgs)
+                    self._held.update((id(msg), msg) for msg in msgs)
                 return msgs
             wait = self._next_poll - time.monotonic()
             if deadline is not None:
@@ -139,7 +141,7 @@ class BandedPull:
                     msg.nak()
                 except errors.JetStreamError as exc:  # closing: they come back after their ack wait
                     log.debug("tasks: give back of %s failed: %s", msg.subject, exc)
-        self._release(len(msgs))
+        self._release(msgs)
 
     def report(self, exc: BaseException) -> None:
         self._report(exc)
@@ -173,12 +175,29 @@ class BandedPull:
     # -- the worker's side ----------------------------------------------------------------------------------
     def finished(self, msg: Msg) -> None:
         """A pool thread is done with ``msg`` (acked, nak'd or termed): its thread is free for the next task."""
-        self._release(1)
+        self._release([msg])
+
+    def abandon(self) -> int:
+        """Stop at once (a second signal): nak the messages of the tasks still running, so that other workers
+        run them now instead of after their ack wait; returns how many. Those tasks' threads are left to the
+        process's exit; what they write afterwards no longer settles anything (a nak'd message takes no ack)."""
+        self.stop()
+        with self._cond:
+            held = list(self._held.values())
+        for msg in held:
+            if not msg.is_acked:
+                try:
+                    msg.nak()
+                except errors.JetStreamError as exc:
+                    log.debug("tasks: nak of %s on stop failed: %s", msg.subject, exc)
+        return len(held)
 
     # -- internals ------------------------------------------------------------------------------------------
-    def _release(self, count: int) -> None:
+    def _release(self, msgs: Sequence[Msg]) -> None:
         with self._cond:
-            self._in_hand -= count
+            self._in_hand -= len(msgs)
+            for msg in msgs:
+                self._held.pop(id(msg), None)
             self._cond.notify_all()
 
     def _end(self) -> None:

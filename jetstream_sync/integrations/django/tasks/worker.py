@@ -15,6 +15,8 @@ result marked, rather than left unseen on the server). Any number of worker proc
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -22,7 +24,7 @@ from .... import errors
 from ....jetstream import JetStream
 from ....jetstream.consumers import ConsumeOptions, Consumer
 from ....jetstream.consumers._progress import progress_keeper
-from ....jetstream.consumers.delivery import ConsumeContext, ErrorHandler
+from ....jetstream.consumers.delivery import ConsumeContext, ConsumeStats, ErrorHandler
 from ....message import Msg
 from ....models import AckPolicy, ConsumerConfig, DeliverPolicy
 from ._options import QUEUE_NAME
@@ -30,9 +32,70 @@ from ._run import TaskRunner, default_worker_id
 from ._source import Band, BandedPull
 from .backend import JetStreamBackend
 
-__all__ = ["TaskWorker", "check_queues"]
+__all__ = ["TaskWorker", "WorkerContext", "check_queues"]
 
 log = logging.getLogger("jetstream_sync.integrations.django")
+
+_WAIT_SLICE = 0.05  # how often a wait on a stopped-or-ended worker looks at the stop
+
+
+class _Closed:
+    """``WorkerContext.closed``: set when the consume ended, or at once when it was stopped (the running tasks
+    are abandoned then). Read as an Event by ``run_until_signalled`` (``is_set``, ``wait``)."""
+
+    def __init__(self, ended: threading.Event) -> None:
+        self._ended = ended
+        self._stopped = threading.Event()
+
+    def set(self) -> None:
+        self._stopped.set()
+
+    def is_set(self) -> bool:
+        return self._stopped.is_set() or self._ended.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self.is_set():
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            self._ended.wait(_WAIT_SLICE if left is None else min(left, _WAIT_SLICE))
+        return True
+
+
+class WorkerContext:
+    """A running worker: the client's ``ConsumeContext`` over the bands, with a ``stop()`` that does not wait
+    for the running tasks (their messages are nak'd for other workers: see :meth:`BandedPull.abandon`).
+    ``drain()`` lets them finish."""
+
+    def __init__(self, context: ConsumeContext, source: BandedPull) -> None:
+        self.context = context
+        self._source = source
+        self.closed = _Closed(context.closed)
+
+    @property
+    def error(self) -> BaseException | None:
+        """What ended the consume (a task's KeyboardInterrupt, the stream deleted, the client closed)."""
+        return self.context.error
+
+    def drain(self) -> None:
+        """Start no new task; the running ones finish and are recorded, then the consume ends."""
+        self.context.drain()
+
+    def stop(self) -> None:
+        """End now: the running tasks' messages go back to the server for other workers."""
+        abandoned = self._source.abandon()
+        if abandoned:
+            log.warning("tasks worker: stopped with %d task(s) running; their messages were given back", abandoned)
+        self.closed.set()
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Until the consume ended (or was stopped); TimeoutError after ``timeout`` seconds."""
+        if not self.closed.wait(timeout):
+            raise errors.TimeoutError(f"tasks worker still running after {timeout:g}s")
+
+    def stats(self) -> ConsumeStats:
+        return self.context.stats()
 
 
 def check_queues(backend: object, queues: Sequence[str]) -> None:
@@ -108,7 +171,7 @@ class TaskWorker:
         options: ConsumeOptions | None = None,
         error_handler: ErrorHandler | None = None,
         workers: int = 1,
-    ) -> ConsumeContext:
+    ) -> WorkerContext:
         """Run ``handler`` (the :attr:`runner`) on the tasks, on ``workers`` threads, highest band first.
         ``options`` is ignored: nothing is pulled ahead of the free threads."""
         if not self._bands:
@@ -144,7 +207,7 @@ class TaskWorker:
         keeper = progress_keeper(client.runtime, self._bands[0].consumer.cached_info.config, True)
         context = ConsumeContext(source, run, keeper, workers=workers)
         context.start()
-        return context
+        return WorkerContext(context, source)
 
     def bands(self) -> list[Consumer]:
         """The band consumers, in the order they are asked (after :meth:`prepare`)."""

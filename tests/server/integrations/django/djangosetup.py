@@ -84,11 +84,26 @@ def django_cache_tests() -> tuple[Path | None, str]:
 CACHE_TESTS_DIR, CACHE_TESTS_MISSING = django_cache_tests()
 
 
+def _tasks_framework() -> str | None:
+    """Django's task framework here: "django.tasks" (Django 6+), "django_tasks" (the backport) or None."""
+    import importlib.util
+
+    for module in ("django.tasks", "django_tasks"):
+        try:
+            if importlib.util.find_spec(module) is not None:
+                return module
+        except ImportError:
+            continue
+    return None
+
+
 def configure() -> None:
     """Configure Django once for this process (the tests of the app and of the cache share it)."""
     if settings.configured:
         return
     apps = ["django.contrib.contenttypes", "jetstream_sync.integrations.django"]
+    if _tasks_framework() == "django_tasks":
+        apps.append("django_tasks")  # the backport's app: its system checks and signal receivers
     if CACHE_TESTS_DIR is not None:
         sys.path.append(str(CACHE_TESTS_DIR))
         apps.append(DJANGO_CACHE_APP)
@@ -97,6 +112,7 @@ def configure() -> None:
         DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}},
         JETSTREAM={"SERVERS": ["nats://127.0.0.1:4222"]},  # the embedded server's URL replaces it (conftest)
         CACHES={"default": {"BACKEND": "jetstream_sync.integrations.django.cache.KeyValueCache", "LOCATION": BUCKET}},
+        TASKS={"default": {"BACKEND": "jetstream_sync.integrations.django.tasks.JetStreamBackend", "QUEUES": []}},
         USE_TZ=True,
         SECRET_KEY="tests",
         DEFAULT_AUTO_FIELD="django.db.models.AutoField",
