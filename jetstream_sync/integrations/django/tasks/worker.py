@@ -72,6 +72,8 @@ class WorkerContext:
         self.context = context
         self._source = source
         self.closed = _Closed(context.closed)
+        #: stop() gave running tasks back: their threads may still be running (the process should leave)
+        self.abandoned = 0
 
     @property
     def error(self) -> BaseException | None:
@@ -84,9 +86,9 @@ class WorkerContext:
 
     def stop(self) -> None:
         """End now: the running tasks' messages go back to the server for other workers."""
-        abandoned = self._source.abandon()
-        if abandoned:
-            log.warning("tasks worker: stopped with %d task(s) running; their messages were given back", abandoned)
+        self.abandoned = self._source.abandon()
+        if self.abandoned:
+            log.warning("tasks worker: stopped with %d task(s) running; their messages were given back", self.abandoned)
         self.closed.set()
 
     def wait(self, timeout: float | None = None) -> None:
@@ -129,7 +131,8 @@ class TaskWorker:
         self.options = self.store.options
         self.runner = TaskRunner(backend, self.store, self.worker_id)
         self._bands: list[Band] = []
-        self._source: BandedPull | None = None
+        #: the running consume, once :meth:`consume` started it
+        self.context: WorkerContext | None = None
 
     # -- what run_until_signalled reads ---------------------------------------------------------------------
     @property
@@ -196,7 +199,6 @@ class TaskWorker:
             label=f"{self.options.stream}/{self.name}",
             report=report,
         )
-        self._source = source
 
         def run(msg: Msg) -> None:
             try:
@@ -207,7 +209,8 @@ class TaskWorker:
         keeper = progress_keeper(client.runtime, self._bands[0].consumer.cached_info.config, True)
         context = ConsumeContext(source, run, keeper, workers=workers)
         context.start()
-        return WorkerContext(context, source)
+        self.context = WorkerContext(context, source)
+        return self.context
 
     def bands(self) -> list[Consumer]:
         """The band consumers, in the order they are asked (after :meth:`prepare`)."""

@@ -55,9 +55,11 @@ def stamp(label: str) -> dict[str, Any]:
     return {"label": label, "pid": os.getpid()}
 
 
-@task()
-def hold(marker: str, seconds: float) -> int:
-    """Write ``marker`` (the task started), then work ``seconds``: the task a worker is killed in."""
-    Path(marker).write_text(str(os.getpid()))
-    time.sleep(seconds)  # the task's work: a test kills or drains the worker meanwhile
-    return os.getpid()
+@task(takes_context=True)
+def hold_first(context: TaskContext, marker: str, seconds: float) -> list[int]:
+    """On its first attempt: write ``marker`` (the task started), then work ``seconds`` (a test kills, stops or
+    drains the worker meanwhile). Later attempts return at once. Returns [attempt, pid]."""
+    if context.attempt == 1:
+        Path(marker).write_text(str(os.getpid()))
+        time.sleep(seconds)  # the task's work
+    return [int(context.attempt), os.getpid()]

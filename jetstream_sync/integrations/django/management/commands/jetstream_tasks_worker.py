@@ -32,6 +32,10 @@ from jetstream_sync.integrations.django.tasks._compat import FRAMEWORK, task_bac
 from jetstream_sync.integrations.django.tasks.worker import check_queues
 from jetstream_sync.jetstream.consumers import Consumer
 
+#: seconds a worker stopped at once gives its connection to write out what is queued (the naks of the tasks
+#: given back) before it exits
+_ABANDON_CLOSE = 0.5
+
 
 class Command(BaseCommand):  # type: ignore[misc]
     help = (
@@ -94,6 +98,10 @@ class Command(BaseCommand):  # type: ignore[misc]
             )
         except CommandFailed as exc:
             raise CommandError(str(exc)) from exc
+        if worker.context is not None and worker.context.abandoned:
+            # stopped at once with tasks running: their threads are not waited for (closing would wait up to
+            # its timeout for each); what they were doing was given back to the server
+            worker.store.client.close(timeout=_ABANDON_CLOSE)
 
     def _supervise(self, backend: Any, queues: list[str], threads: int, options: dict[str, Any]) -> None:
         """Fork the worker processes (nothing is connected yet: each connects on its own), pass signals on."""
