@@ -27,13 +27,18 @@ DJANGO_CACHE_APP = "cache"
 _FILES = ("__init__.py", "models.py", "tests.py", "closeable_cache.py", "liberal_backend.py", "failing_cache.py")
 
 
-def _cache_root() -> Path:
+#: Django's test app holding tests/tasks (Django 6.0+), and the files of it the task suite imports
+DJANGO_TASKS_APP = "tasks"
+_TASK_FILES = ("__init__.py", "tasks.py", "test_tasks.py", "test_dummy_backend.py", "test_immediate_backend.py")
+
+
+def _cache_root(kind: str = "tests") -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "jetstream-sync" / f"django-{django.__version__}-tests"
+    return Path(base) / "jetstream-sync" / f"django-{django.__version__}-{kind}"
 
 
-def _fetch(root: Path) -> str | None:
-    """Put tests/cache of this Django version's sdist under ``root``; the reason when it cannot."""
+def _fetch(root: Path, app: str = DJANGO_CACHE_APP, files: tuple[str, ...] = _FILES) -> str | None:
+    """Put tests/<app> of this Django version's sdist under ``root``; the reason when it cannot."""
     version = django.__version__
     with tempfile.TemporaryDirectory() as tmp:
         command = [sys.executable, "-m", "pip", "download", f"django=={version}", "--no-deps", "--no-binary", ":all:"]
@@ -45,16 +50,19 @@ def _fetch(root: Path) -> str | None:
         if done.returncode != 0 or not archives:
             return f"pip download of Django {version}'s sdist failed: {done.stderr.strip()[-300:]}"
         staging = Path(tmp) / "staging"
-        (staging / DJANGO_CACHE_APP).mkdir(parents=True)
+        (staging / app).mkdir(parents=True)
         with tarfile.open(archives[0]) as archive:
             top = archive.getnames()[0].split("/")[0]
-            for name in (*(f"tests/cache/{f}" for f in _FILES), "LICENSE"):
-                member = archive.extractfile(f"{top}/{name}")
+            for name in (*(f"tests/{app}/{f}" for f in files), "LICENSE"):
+                try:
+                    member = archive.extractfile(f"{top}/{name}")
+                except KeyError:
+                    member = None
                 if member is None:
                     return f"{archives[0].name} has no {name}"
-                target = staging / (DJANGO_CACHE_APP + "/" + name.rsplit("/", 1)[-1] if "/" in name else name)
+                target = staging / (app + "/" + name.rsplit("/", 1)[-1] if "/" in name else name)
                 target.write_bytes(member.read())
-        (staging / "SOURCE").write_text(f"tests/cache/ and LICENSE of {archives[0].name} (BSD-3-Clause), unmodified\n")
+        (staging / "SOURCE").write_text(f"tests/{app}/ and LICENSE of {archives[0].name} (BSD-3-Clause), unmodified\n")
         root.parent.mkdir(parents=True, exist_ok=True)
         try:
             staging.rename(root)  # atomic: a concurrent run sees all of it or none
@@ -82,6 +90,25 @@ def django_cache_tests() -> tuple[Path | None, str]:
 
 
 CACHE_TESTS_DIR, CACHE_TESTS_MISSING = django_cache_tests()
+
+
+def django_task_tests() -> tuple[Path | None, str]:
+    """The directory holding Django's ``tasks`` test package (Django 6.0+), or None and the reason. Taken as
+    the cache tests are, into a directory of its own (``$DJANGO_TESTS_DIR`` serves both)."""
+    if _tasks_framework() != "django.tasks":
+        return None, f"Django {django.__version__} has no django.tasks (its tests came with Django 6.0)"
+    given = os.environ.get("DJANGO_TESTS_DIR")
+    if given:
+        path = Path(given)
+        if (path / DJANGO_TASKS_APP / "test_tasks.py").exists():
+            return path, ""
+        return None, f"DJANGO_TESTS_DIR={given} has no tasks/test_tasks.py"
+    root = _cache_root("task-tests")
+    if not (root / DJANGO_TASKS_APP / "test_tasks.py").exists():
+        problem = _fetch(root, DJANGO_TASKS_APP, _TASK_FILES)
+        if problem is not None:
+            return None, problem
+    return root, ""
 
 
 def _tasks_framework() -> str | None:
