@@ -1,6 +1,7 @@
-"""Settings of the processes benchmarks/django_task_backends.py starts (enqueuer and worker), from the environment:
-``BENCH_BACKEND`` (the variant: jetstream..., sqlite, sqlite-nosync, postgres, postgres-nosync), ``BENCH_SQLITE`` (the database file), ``BENCH_PG_PORT``,
-``BENCH_PG_HOST`` (the socket directory), ``NATS_URL`` and ``BENCH_STREAM``."""
+"""Settings of the processes benchmarks/django_task_backends.py starts (enqueuer and worker), from the
+environment: ``BENCH_BACKEND`` (the variant: jetstream, jetstream-t4, sqlite, sqlite-nosync, postgres,
+postgres-nosync), ``BENCH_SQLITE`` (the database file), ``BENCH_PG_HOST`` and ``BENCH_PG_PORT``, ``NATS_URL`` and
+``BENCH_STREAM``."""
 
 from __future__ import annotations
 

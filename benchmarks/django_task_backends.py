@@ -50,9 +50,9 @@ def child(variant: str, count: int) -> dict[str, Any]:
     import django
 
     django.setup()
+    from _django_tasks_jobs import noop
     from django.core.management import call_command
 
-    from _django_tasks_jobs import noop
     from jetstream_sync.integrations.django.tasks._compat import task_backends
 
     backend = task_backends["default"]
@@ -233,7 +233,8 @@ def report(samples: dict[str, list[dict[str, Any]]], args: Any, notes: list[str]
         return statistics.median(s[key] for s in samples[variant])
 
     print()
-    print(f"command:        python benchmarks/django_task_backends.py --tasks {args.tasks} --reps {args.reps} --only {args.only}")
+    command = f"python benchmarks/django_task_backends.py --tasks {args.tasks} --reps {args.reps} --only {args.only}"
+    print(f"command:        {command}")
     print(f"machine:        {os.cpu_count()} cores, Python {sys.version.split()[0]}, Django {django.__version__}")
     if postgres is not None:
         print(f"postgresql:     {postgres.version()} (defaults; 127.0.0.1)")
