@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from ._compat import FRAMEWORK
 from ._options import DEFAULT_BANDS, OPTION_KEYS, TaskOptions
-from ._run import DeliveriesExhausted, TaskRunner
-from ._store import SCHEDULES_FROM, TaskStore
+from ._run import DeliveriesExhausted
+from ._store import SCHEDULES_FROM
 from .backend import E002, E003, JetStreamBackend
-from .worker import TaskWorker
+from .worker import TaskWorker, WorkerContext
 
 __all__ = [
     "DEFAULT_BANDS",
@@ -36,7 +36,6 @@ __all__ = [
     "DeliveriesExhausted",
     "JetStreamBackend",
     "TaskOptions",
-    "TaskRunner",
-    "TaskStore",
     "TaskWorker",
+    "WorkerContext",
 ]

@@ -97,6 +97,7 @@ class WorkerContext:
             raise errors.TimeoutError(f"tasks worker still running after {timeout:g}s")
 
     def stats(self) -> ConsumeStats:
+        """The consume's counters: ``messages_delivered`` is how many task messages were handed to threads."""
         return self.context.stats()
 
 
@@ -137,14 +138,17 @@ class TaskWorker:
     # -- what run_until_signalled reads ---------------------------------------------------------------------
     @property
     def stream_name(self) -> str:
+        """The backend's stream (for the command's messages)."""
         return self.options.stream
 
     @property
     def name(self) -> str:
+        """The queues this worker runs, comma-separated (for the command's messages)."""
         return ",".join(self.queues)
 
     @property
     def jetstream(self) -> JetStream:
+        """The JetStream context the worker uses (``run_until_signalled`` flushes its client on the way out)."""
         return self.store.js
 
     def prepare(self) -> None:
