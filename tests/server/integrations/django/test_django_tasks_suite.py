@@ -42,8 +42,8 @@ from tasks import test_dummy_backend, test_immediate_backend, test_tasks  # noqa
 from jetstream_sync import errors  # noqa: E402
 from jetstream_sync.integrations.django import get_jetstream  # noqa: E402
 from jetstream_sync.integrations.django.tasks import JetStreamBackend, TaskWorker  # noqa: E402
-from jetstream_sync.integrations.django.tasks._run import TaskRunner  # noqa: E402
 from jetstream_sync.integrations.django.tasks._records import decode  # noqa: E402
+from jetstream_sync.integrations.django.tasks._run import TaskRunner  # noqa: E402
 
 _OURS = "jetstream_sync.integrations.django.tasks.JetStreamBackend"
 _RUNS = f"{__name__}.RunsOnEnqueueBackend"
