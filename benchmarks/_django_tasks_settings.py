@@ -26,6 +26,9 @@ if _BACKEND.startswith("postgres"):
             "USER": "postgres",
             "HOST": os.environ.get("BENCH_PG_HOST", "127.0.0.1"),
             "PORT": os.environ.get("BENCH_PG_PORT", "5432"),
+            # db_worker calls close_old_connections() around each task: without a persistent connection it
+            # would connect to PostgreSQL again for every task, which no production worker would be set up to do
+            "CONN_MAX_AGE": None,
             # -nosync: commits return before their WAL record is flushed to disk
             "OPTIONS": {"options": "-c synchronous_commit=off"} if _BACKEND.endswith("nosync") else {},
         }

@@ -20,6 +20,8 @@ Durability differs by default: nats-server writes file-stored messages without a
 every 2 minutes; a replicated stream is what protects writes), while PostgreSQL and SQLite fsync each commit.
 So each database runs twice: with its defaults, and "-nosync" without an fsync per commit (SQLite: WAL with
 synchronous=NORMAL; PostgreSQL: synchronous_commit=off), which is the closer match to nats-server's default.
+PostgreSQL connections are persistent (CONN_MAX_AGE None): db_worker closes old connections around each task,
+and with Django's default of 0 it would connect again for every task.
 """
 
 from __future__ import annotations
