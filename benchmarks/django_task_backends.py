@@ -194,6 +194,7 @@ def main() -> None:
         "DJANGO_SETTINGS_MODULE": "_django_tasks_settings",
         "PYTHONPATH": os.pathsep.join([str(HERE), str(REPO), os.environ.get("PYTHONPATH", "")]),
     }
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # a stopped run still stops its PostgreSQL (finally)
     postgres: Postgres | None = None
     notes = []
     if any(v.startswith("postgres") for v in variants):
