@@ -50,8 +50,9 @@ def return_unserialisable() -> object:
 
 
 @task()
-def stamp(label: str) -> dict[str, Any]:
-    """What the priority test records: which task ran, in which process."""
+def stamp(label: str, seconds: float = 0.0) -> dict[str, Any]:
+    """Which task ran, in which process (after ``seconds`` of work)."""
+    time.sleep(seconds)  # the task's work
     return {"label": label, "pid": os.getpid()}
 
 

@@ -191,8 +191,9 @@ def test_a_second_signal_stops_at_once_and_gives_the_task_back(workers, tmp_path
 
 def test_processes_share_the_queue_and_stop_on_sigterm(workers):
     group = workers()
-    results = [jobs.stamp.enqueue(str(n)) for n in range(40)]
     parent = group.start("--processes", "2", "--threads", "2")
+    wait_until(lambda: group.output(parent).count("consuming") == 2, timeout=30)  # both children are ready
+    results = [jobs.stamp.enqueue(str(n), 0.05) for n in range(40)]
     for result in results:
         finished(result, timeout=30)
     assert len({r.return_value["pid"] for r in results}) == 2, "both worker processes ran tasks"
