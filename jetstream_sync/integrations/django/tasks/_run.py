@@ -219,21 +219,28 @@ class TaskRunner:
             record["errors"].append(_error_of(exc))
         record["status"] = str(TaskResultStatus.FAILED)
         record["finished_at"] = timezone.now().isoformat()
-        if self._write(msg, record):
-            self._dead_letter(msg, record, reason)
+        if self._copy_to_dead_letters(msg, record["queue"], reason) and self._write(msg, record):
+            msg.term(reason[:200])
 
     def _dead_letter(self, msg: Msg, record: dict[str, Any] | None, reason: str) -> None:
-        """Copy ``msg`` to its queue's dead-letter subject and term it; when the copy fails, nak it for later."""
-        store = self.store
+        """Copy ``msg`` to its queue's dead letters and term it (or nak it for later when the copy failed)."""
         queue = record["queue"] if record is not None else _queue_of(msg.subject)
+        if self._copy_to_dead_letters(msg, queue, reason):
+            msg.term(reason[:200])
+
+    def _copy_to_dead_letters(self, msg: Msg, queue: str, reason: str) -> bool:
+        """Publish the copy first: whoever reads a FAILED result of exhausted deliveries finds its dead letter.
+        Deduplicated by stream sequence, so a message that comes back (the result write failed) is copied once.
+        False, with ``msg`` nak'd for a later attempt, when the copy could not be stored."""
+        store = self.store
         headers = {"Django-Task-Dead-Reason": reason[:500], "Django-Task-Subject": msg.subject}
         try:
             store.js.publish(store.options.dead_subject(queue), msg.data, headers, msg_id=f"dead.{_seq(msg)}")
         except errors.JetStreamError as exc:
             log.error("tasks: dead letter of %s not stored (%s); it comes back later", msg.subject, exc)
             msg.nak(delay=store.options.retry_delay)
-            return
-        msg.term(reason[:200])
+            return False
+        return True
 
 
 def _ahead(run_after: datetime, now: datetime) -> bool:

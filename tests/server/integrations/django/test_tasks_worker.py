@@ -199,5 +199,9 @@ def test_processes_share_the_queue_and_stop_on_sigterm(workers):
     assert len({r.return_value["pid"] for r in results}) == 2, "both worker processes ran tasks"
     assert parent.pid not in {r.return_value["pid"] for r in results}
     parent.send_signal(signal.SIGTERM)
-    assert parent.wait(30) == 0, group.errors(parent)
+    try:
+        code = parent.wait(30)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"not stopped 30 s after SIGTERM:\n{group.output(parent)}\n{group.errors(parent)}")
+    assert code == 0, group.errors(parent)
     assert "all 2 worker processes stopped" in group.output(parent)
