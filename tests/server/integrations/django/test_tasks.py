@@ -16,6 +16,7 @@ from django.db import transaction
 from django.test import override_settings
 from django.utils import timezone
 
+from jetstream_sync import errors
 from jetstream_sync.integrations.django.tasks import (
     E002,
     E003,
@@ -224,3 +225,23 @@ def test_the_system_check_reports_options_and_queue_names(js, name):
         assert "is not an option of this backend" in task_backends["default"].check()[0].msg
     with override_settings(TASKS=tasks_setting(name)):
         assert task_backends["default"].check() == []
+
+
+def test_a_worker_runs_every_queue_it_is_given_and_only_those(options, worker):
+    options()
+    ours = [jobs.add.using(queue_name=queue).enqueue(1, n) for n, queue in enumerate(("default", "emails"))]
+    other = jobs.add.using(queue_name="reports").enqueue(1, 1)
+    worker(queues=("default", "emails"))
+    assert [finished(r).return_value for r in ours] == [1, 2]
+    other.refresh()
+    assert other.status == TaskResultStatus.READY  # nobody runs the queue "reports"
+
+
+def test_a_worker_refuses_a_queue_the_backend_does_not_list(js, name):
+    setting = tasks_setting(name)
+    setting["default"]["QUEUES"] = ["default"]
+    with override_settings(TASKS=setting):
+        with pytest.raises(errors.InvalidArgumentError, match="'emails' is not in TASKS"):
+            TaskWorker(task_backends["default"], ["emails"])
+        with pytest.raises(errors.InvalidArgumentError, match="is not a queue name"):
+            TaskWorker(task_backends["default"], ["a.b"])

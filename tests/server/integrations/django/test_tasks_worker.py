@@ -13,11 +13,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.test import override_settings
+from django.utils import timezone
 
 from jetstream_sync.integrations.django import close_clients, get_client
 from jetstream_sync.integrations.django.tasks import DeliveriesExhausted
@@ -205,3 +207,34 @@ def test_processes_share_the_queue_and_stop_on_sigterm(workers):
         pytest.fail(f"not stopped 30 s after SIGTERM:\n{group.output(parent)}\n{group.errors(parent)}")
     assert code == 0, group.errors(parent)
     assert "all 2 worker processes stopped" in group.output(parent)
+
+
+def test_a_deferred_task_waits_for_run_after_in_a_worker_process(workers):
+    group = workers()
+    worker = group.start()
+    run_after = timezone.now() + timedelta(seconds=1.5)
+    result = jobs.stamp.using(run_after=run_after).enqueue("later")
+    finished(result, timeout=20)
+    late = (result.started_at - run_after).total_seconds()
+    assert 0 <= late < 1.0, late
+    assert result.return_value["pid"] == worker.pid
+
+
+def test_the_command_refuses_what_it_cannot_run(workers):
+    group = workers()
+    env = {**os.environ, "NATS_URL": group.url, "DJANGO_SETTINGS_MODULE": SETTINGS, "PYTHONPATH": str(REPO_ROOT)}
+    env["TASKS_OPTIONS"] = json.dumps(group.options)
+    for args, expected in (
+        (["--threads", "0"], "--threads must be at least 1"),
+        (["--backend", "nope"], "--backend 'nope'"),
+        (["--queue", "a.b"], "'a.b' is not a queue name"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "django", "jetstream_tasks_worker", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=REPO_ROOT,
+            timeout=60,
+        )
+        assert done.returncode == 1 and expected in done.stderr, done.stderr
