@@ -1,11 +1,13 @@
-"""The Django integration end to end: settings checked, a view using the cache and publishing, and the
-``jetstream_consume`` command fulfilling the orders in another process until SIGTERM drains it.
+"""The Django integration end to end: settings checked, a view using the cache, publishing and enqueueing a
+task, the ``jetstream_consume`` command fulfilling the orders in another process until SIGTERM drains it, and
+``jetstream_tasks_worker`` running the receipt tasks, read back through another view.
 
 python examples/django_project/demo.py                          # starts an embedded nats-server
 python examples/django_project/demo.py nats://127.0.0.1:4222    # or use your own server (JetStream enabled)
 
 Or run the pieces yourself: NATS_URL=... python examples/django_project/manage.py runserver, and
 NATS_URL=... python examples/django_project/manage.py jetstream_consume ORDERS fulfilment --handler shop.handlers.fulfil
+and NATS_URL=... python examples/django_project/manage.py jetstream_tasks_worker --queue emails --threads 2
 """
 
 from __future__ import annotations
@@ -43,8 +45,11 @@ def run(url: str) -> None:
     cache.delete("orders:count")
 
     browser = Client()
+    receipts = []
     for item in ITEMS:
-        print("GET", f"/order/{item}/", "->", browser.get(f"/order/{item}/").json())
+        answer = browser.get(f"/order/{item}/").json()
+        receipts.append(answer["receipt"])
+        print("GET", f"/order/{item}/", "->", answer)
     print("orders counted in the cache:", cache.get("orders:count"))
 
     command = ["jetstream_consume", "ORDERS", "fulfilment", "--handler", "shop.handlers.fulfil", "--workers", "2"]
@@ -63,6 +68,24 @@ def run(url: str) -> None:
     output, _ = worker.communicate(timeout=60)
     print(output.rstrip())
     print(f"worker exited {worker.returncode}; orders acked: {info.ack_floor.stream_seq} of {len(ITEMS)}")
+
+    tasks = subprocess.Popen(
+        [sys.executable, str(HERE / "manage.py"), "jetstream_tasks_worker", "--queue", "emails", "--threads", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    for result_id in receipts:
+        answer = browser.get(f"/receipt/{result_id}/").json()
+        while answer["status"] != "SUCCESSFUL" and time.monotonic() < deadline:
+            time.sleep(0.1)  # the demo polls the result until the worker has run the task
+            answer = browser.get(f"/receipt/{result_id}/").json()
+        print("GET", f"/receipt/{result_id[:8]}.../", "->", answer)
+    tasks.send_signal(signal.SIGTERM)
+    output, _ = tasks.communicate(timeout=60)
+    print(output.rstrip())
+    print(f"tasks worker exited {tasks.returncode}")
     close_clients()  # before the embedded server stops (a process's client is otherwise closed at exit)
 
 

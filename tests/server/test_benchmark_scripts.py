@@ -81,3 +81,11 @@ def test_kv_read_modes_py_measures_every_mode_on_a_cluster_and_one_server(tmp_pa
         }
         assert setup["stale"]["same|read_your_writes"]["stale"] == setup["stale"]["other|leader"]["stale"] == 0
     assert saved["violations"] == []
+
+
+def test_django_task_backends_py_runs_and_checks_both_backends():
+    pytest.importorskip("django_tasks_db", reason="benchmarks/django_task_backends.py needs django-tasks-db")
+    result = run_script("django_task_backends.py", "--tasks", "20", "--reps", "1", "--only", "jetstream,sqlite")
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "command:        python benchmarks/django_task_backends.py --tasks 20" in result.stdout
+    assert "| jetstream |" in result.stdout and "| sqlite |" in result.stdout

@@ -41,6 +41,7 @@ PUBLIC_MODULES += [
     "jetstream_sync.integrations.flask",
     "jetstream_sync.integrations.django",
     "jetstream_sync.integrations.django.cache",
+    "jetstream_sync.integrations.django.tasks",
 ]
 
 

@@ -21,3 +21,6 @@ def test_the_django_example_runs_end_to_end():
     assert "orders counted in the cache: 4" in result.stdout
     assert "fulfilled order 3 (flaky), delivery 2" in result.stdout
     assert "worker exited 0; orders acked: 4 of 4" in result.stdout
+    assert "'status': 'SUCCESSFUL', 'attempts': 1, 'receipt': 'receipt for order 3 (flaky)'" in result.stdout
+    assert result.stdout.count("sent receipt for order") == 4
+    assert "tasks worker exited 0" in result.stdout
