@@ -1,9 +1,9 @@
 """The transport's settings, read from a ``kombu.Connection``: where to connect and how to lay out the queues.
 
 Where to connect comes the way kombu's other transports take it: the URL's host and port (kombu parses it:
-``jetstream://host:4222``, or ``jetstreams://`` for TLS, or any scheme with ``transport=``), several servers of
-a cluster as kombu's ``;``-separated alternates (kombu switches between them when a connect fails; the
-connected client knows them all and fails over by itself), ``userid`` and ``password``
+``jetstream://host:4222``, or ``jetstreams://`` for TLS, or any scheme with ``transport=``), more servers as
+kombu's ``;``-separated alternates (kombu switches to the next when a connect fails; a connected client fails
+over by itself to every server its cluster announces), ``userid`` and ``password``
 (kombu's ``user``/``password`` arguments or the URL's), ``ssl`` (Celery's ``broker_use_ssl``: ``True``, or a
 dict with ``ca_certs``, ``certfile``, ``keyfile``, ``server_hostname``), ``connect_timeout``, and the
 connection keys of the other integrations in lower case in ``transport_options`` (``token``, ``credentials``,
@@ -19,7 +19,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
-from kombu.utils.url import parse_url
 
 from ... import errors
 from .._connection import ConnectionSettings
@@ -128,21 +127,11 @@ def options_from(transport_options: Mapping[str, Any]) -> Options:
 
 
 def _server_urls(client: Any) -> list[str]:
-    """The server URLs: the connection's current host and port first, then kombu's ``;`` alternates, so that
-    kombu switches between them when a connect fails (its ``failover_strategy``) and the connected client
-    fails over to any of them (and to the servers its cluster announces) without kombu noticing."""
+    """The connection's current host and port. kombu's ``;`` alternates stay kombu's: it switches to the next
+    when a connect fails (its ``failover_strategy``); once connected, the client fails over by itself to the
+    servers its cluster announces."""
     tls = bool(client.ssl) or client.transport_cls == "jetstreams"
-    scheme = "tls" if tls else "nats"
-    hosts = [f"{client.hostname or 'localhost'}:{client.port or _DEFAULT_PORT}"]
-    for alternate in client.alt or []:
-        if not isinstance(alternate, str) or not alternate.strip():
-            continue
-        try:
-            parts = parse_url(alternate) if "://" in alternate else {"hostname": alternate, "port": None}
-        except ValueError as exc:
-            raise errors.InvalidArgumentError("broker URL", f"{alternate!r} is not a URL: {exc}") from None
-        hosts.append(f"{parts.get('hostname') or 'localhost'}:{parts.get('port') or _DEFAULT_PORT}")
-    return [f"{scheme}://{host}" for host in dict.fromkeys(hosts)]
+    return [f"{'tls' if tls else 'nats'}://{client.hostname or 'localhost'}:{client.port or _DEFAULT_PORT}"]
 
 
 def connection_settings(client: Any) -> ConnectionSettings:

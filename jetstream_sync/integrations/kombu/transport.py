@@ -109,6 +109,7 @@ class QoS:
         for msg in self._pop(delivery_tag, False):
             if requeue:
                 msg.nak()
+                self.channel.flush()  # the next get or pull of this thread finds it requeued, as AMQP promises
             else:
                 msg.term("rejected by kombu consumer")
         self.channel.room_freed()
@@ -420,6 +421,14 @@ class Channel(virtual.Channel):  # type: ignore[misc]
         if delivered:
             self.quota.changed()
         return delivered
+
+    def flush(self) -> None:
+        """Wait until the server has what this client sent (acks, naks); a failure is logged, not raised: the
+        acks go out with the reconnect."""
+        try:
+            self.js.client.flush(timeout=self.js.timeout)
+        except errors.JetStreamError as exc:
+            log.debug("flush failed: %s", exc)
 
     def room_freed(self) -> None:
         """An ack or reject (any thread): pullers may pull again, and a waiting inbox may be delivered."""
