@@ -27,6 +27,7 @@ imports it selects both with two settings; docs/frameworks/celery.md has the set
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -44,7 +45,7 @@ from ..client import Client
 from ..jetstream import JetStream as JetStreamContext
 from ..jetstream.kv import KeyValue
 from ..models import KeyValueConfig, KeyValueOp, StorageType
-from . import kombu as _kombu  # noqa: F401 - registers the jetstream:// broker scheme
+from . import kombu as _kombu  # noqa: F401 - importing it registers the jetstream:// broker scheme
 from ._clients import close_process_clients, process_client
 from ._connection import ConnectionSettings, redacted
 
@@ -235,10 +236,8 @@ class ResultBackend(KeyValueStoreBackend):  # type: ignore[misc]
             entry = bucket.get(key)
         except errors.KeyNotFoundError:
             return
-        try:
+        with contextlib.suppress(errors.KeyWrongLastSequenceError):  # written meanwhile, with its own TTL
             bucket.update(key, entry.value, entry.revision, ttl=self._ttl(value))
-        except errors.KeyWrongLastSequenceError:
-            pass  # written meanwhile: the new value came with its own TTL
 
     # -- waiting on a watch ------------------------------------------------------------------------------
     def wait_for(
@@ -264,7 +263,7 @@ class ResultBackend(KeyValueStoreBackend):  # type: ignore[misc]
         on_message: Any = None,
         on_interval: Any = None,
         max_iterations: int | None = None,
-        READY_STATES: frozenset[str] = states.READY_STATES,  # noqa: N803 - Celery's keyword
+        READY_STATES: frozenset[str] = states.READY_STATES,
     ) -> Any:
         """Yield ``(task_id, meta)`` as each task is ready: the ready ones now, the others as a watch of their
         keys sees them written. ``timeout`` (seconds) raises Celery's TimeoutError; ``on_interval`` is called

@@ -150,9 +150,10 @@ class Quota:
 class Puller:
     """One thread pulling one JetStream consumer for one reader (see the module docstring).
 
-    ``sink(puller, msg)`` takes each message (on this thread): into the inbox, or dropped when expired. ``on_failure`` gets an error that ends the pulling (the consumer was
-    deleted, the client closed). The first pull takes what is there now (no wait), so that a consume started
-    on a backlog sees every band's first messages together before the channel delivers (``first_done``).
+    ``sink(puller, msg)`` takes each message (on this thread): into the inbox, or dropped when expired.
+    ``on_failure`` gets an error that ends the pulling (the consumer was deleted, the client closed). The
+    first pull takes what is there now (no wait), so that a consume started on a backlog sees every band's
+    first messages together before the channel delivers (``first_done``).
     """
 
     def __init__(
@@ -218,9 +219,7 @@ class Puller:
             if room == 0:
                 return
             try:
-                batch = (
-                    self.consumer.fetch_no_wait(room) if first else self.consumer.fetch(room, expires=self._expires)
-                )
+                batch = self.consumer.fetch_no_wait(room) if first else self.consumer.fetch(room, expires=self._expires)
                 with self._batch_lock:
                     self._batch = batch
                 if self.stopped.is_set():

@@ -9,6 +9,7 @@ its own result, since two processes may bind the same queue at once.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from collections.abc import Sequence
@@ -95,7 +96,7 @@ def ensure_dead_stream(js: JetStream, options: Options) -> None:
     try:
         js.stream_info(options.dead_stream)
     except errors.StreamNotFoundError:
-        try:
+        with contextlib.suppress(errors.StreamNameInUseError):
             js.create_stream(
                 StreamConfig(
                     name=options.dead_stream,
@@ -106,8 +107,6 @@ def ensure_dead_stream(js: JetStream, options: Options) -> None:
                     max_age=14 * 24 * 3600.0,
                 )
             )
-        except errors.StreamNameInUseError:
-            pass
 
 
 @attrs.define
@@ -255,11 +254,13 @@ class Queues:
                 updated = attrs.evolve(
                     config, filter_subject=None, filter_subjects=prune_filters(filters), metadata=metadata
                 )
-                consumer = self.js.update_consumer(self.options.stream, updated)
+                self.js.update_consumer(self.options.stream, updated)
             else:
                 raise errors.ConsumerConfigError(
-                    409, 0, f"could not {'bind' if add else 'unbind'} {binding} on queue {spec.name!r}: other "
-                    f"processes kept changing its bindings"
+                    409,
+                    0,
+                    f"could not {'bind' if add else 'unbind'} {binding} on queue {spec.name!r}: other "
+                    f"processes kept changing its bindings",
                 )
             consumers.append((band, self.js.consumer(self.options.stream, consumer.name)))
         config = consumers[0][1].cached_info.config
@@ -272,10 +273,8 @@ class Queues:
     def delete(self, spec: QueueSpec) -> None:
         """Delete the queue's consumers: the messages no other queue holds leave the stream with them."""
         for _, consumer in spec.consumers:
-            try:
+            with contextlib.suppress(errors.ConsumerNotFoundError):
                 self.js.delete_consumer(self.options.stream, consumer.name)
-            except errors.ConsumerNotFoundError:
-                pass
 
     def purge(self, spec: QueueSpec) -> tuple[int, QueueSpec]:
         """Remove the queue's ready messages: its consumers are made again, starting after the last message

@@ -29,7 +29,17 @@ from kombu.utils import json as kombu_json
 from ...headers import Headers
 from ...message import Msg
 
-__all__ = ["HEADER", "decode", "dumps_bindings", "encode", "expired", "loads_bindings", "message_id", "server_ttl", "ttl_seconds"]
+__all__ = [
+    "HEADER",
+    "decode",
+    "dumps_bindings",
+    "encode",
+    "expired",
+    "loads_bindings",
+    "message_id",
+    "server_ttl",
+    "ttl_seconds",
+]
 
 #: the header that carries kombu's content type and encoding, headers and properties
 HEADER = "Kombu-Message"

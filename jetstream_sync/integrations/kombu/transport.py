@@ -14,6 +14,7 @@ A channel belongs to the process that made it: after ``fork()`` the child's komb
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -35,7 +36,7 @@ from .._clients import process_client
 from . import _wire
 from ._delivery import Delivery, Inbox, Keeper, Puller, Quota
 from ._layout import Binding, band_of, message_subject
-from ._queues import QueueSpec, Queues, ensure_dead_stream, ensure_streams, ttl_supported
+from ._queues import Queues, QueueSpec, ensure_dead_stream, ensure_streams, ttl_supported
 from ._settings import Options, connection_settings, options_from
 
 __all__ = ["Channel", "QoS", "Transport"]
@@ -126,13 +127,18 @@ class QoS:
             except errors.JetStreamError as exc:  # redelivered after its ack wait anyway
                 failed.append((exc, msg))
         if failed:
-            log.warning("%d unacked message(s) could not be given back now; redelivered after the ack wait", len(failed))
+            log.warning(
+                "%d unacked message(s) could not be given back now; redelivered after the ack wait", len(failed)
+            )
         return failed
 
     def restore_unacked_once(self, stderr: object = None) -> None:
         if not self._restored:
             self._restored = True
             self.restore_unacked()
+
+
+_QoSClass = QoS
 
 
 class _Reader:
@@ -169,6 +175,8 @@ class Channel(virtual.Channel):  # type: ignore[misc]
             unlimited=self.options.unlimited_prefetch,
             batch=self.options.pull_batch,
         )
+        self._qos: _QoSClass | None = None
+        self.closed: bool = False
         self._readers: dict[str, _Reader] = {}
         self._specs: dict[str, QueueSpec] = {}
         self._keeper: Keeper | None = None
@@ -282,13 +290,6 @@ class Channel(virtual.Channel):  # type: ignore[misc]
         return []
 
     # -- publishing ------------------------------------------------------------------------------------------
-    def prepare_message(self, body: Any, priority: Any = None, content_type: Any = None,
-                        content_encoding: Any = None, headers: Any = None, properties: Any = None) -> dict[str, Any]:  # fmt: skip
-        message: dict[str, Any] = super().prepare_message(
-            body, priority, content_type, content_encoding, headers, properties
-        )
-        return message
-
     def basic_publish(self, message: dict[str, Any], exchange: str, routing_key: str, **kwargs: Any) -> None:
         """Publish once to the exchange's subject and wait for the stream's ack; the server routes it to the
         queues bound to it. A message no queue is bound for is dropped (interest retention)."""
@@ -453,17 +454,19 @@ class Channel(virtual.Channel):  # type: ignore[misc]
             self.connection.wake()
 
     @property
-    def qos(self) -> QoS:
+    def qos(self) -> _QoSClass:
         if self._qos is None:
             self._qos = QoS(self)
-        return self._qos  # type: ignore[no-any-return]
+        return self._qos
 
     def _ensure_keeper(self, spec: QueueSpec) -> None:
         ack_wait = min((c.cached_info.config.ack_wait or self.options.ack_wait) for _, c in spec.consumers)
         interval = max(0.5, ack_wait / 3)
         if self._keeper is None:
             self._keeper = Keeper(
-                lambda: [*self.inbox.messages(), *self.qos.held()], interval, f"{self.options.stream} ch{self.channel_id}"
+                lambda: [*self.inbox.messages(), *self.qos.held()],
+                interval,
+                f"{self.options.stream} ch{self.channel_id}",
             )
             self._keeper.start()
         elif interval < self._keeper.interval:
@@ -528,6 +531,7 @@ class Transport(virtual.Transport):  # type: ignore[misc]
     driver_name = "jetstream_sync"
     default_port = 4222
     can_parse_url = False
+    #: nothing polls: the pullers wake the consuming thread
     polling_interval = None
     implements = virtual.Transport.implements.extend(
         asynchronous=True,
@@ -609,10 +613,8 @@ class Transport(virtual.Transport):  # type: ignore[misc]
             self._cond.notify_all()
         pipe = self._pipe
         if pipe is not None:
-            try:
+            with contextlib.suppress(BlockingIOError, OSError):  # full: the reader is awake; closed: closing
                 os.write(pipe[1], b"!")
-            except (BlockingIOError, OSError):  # full: the reader is awake anyway; closed: we are closing
-                pass
 
     def fail(self, exc: BaseException) -> None:
         """A puller's thread: its consume cannot go on (consumer deleted, client closed). The consuming thread
@@ -630,7 +632,7 @@ class Transport(virtual.Transport):  # type: ignore[misc]
     def _deliver_all(self) -> int:
         return sum(channel.deliver_ready() for channel in list(self.channels))
 
-    def drain_events(self, connection: Any, timeout: float | None = None) -> None:
+    def drain_events(self, connection: Any, timeout: float | None = None, **kwargs: Any) -> None:
         """Deliver what arrived on any channel, waiting up to ``timeout`` for something (socket.timeout then)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
@@ -643,7 +645,7 @@ class Transport(virtual.Transport):  # type: ignore[misc]
                 while self._generation == generation:
                     left = None if deadline is None else deadline - time.monotonic()
                     if left is not None and left <= 0:
-                        raise socket.timeout()
+                        raise TimeoutError()
                     self._cond.wait(left)
 
     # -- an event loop (Celery's worker) --------------------------------------------------------------------

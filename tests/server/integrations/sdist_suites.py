@@ -52,7 +52,9 @@ def _fetch(project: str, version: str, package: str, root: Path) -> str | None:
                 (staging / "LICENSE").write_bytes(license_member.read())
         if not (staging / package / "__init__.py").exists():
             return f"{archives[0].name} has no t/integration/__init__.py"
-        (staging / "SOURCE").write_text(f"t/integration/ and LICENSE of {archives[0].name} (BSD-3-Clause), unmodified\n")
+        (staging / "SOURCE").write_text(
+            f"t/integration/ and LICENSE of {archives[0].name} (BSD-3-Clause), unmodified\n"
+        )
         root.parent.mkdir(parents=True, exist_ok=True)
         try:
             staging.rename(root)  # atomic: a concurrent run sees all of it or none
