@@ -190,20 +190,24 @@ class ResultBackend(KeyValueStoreBackend):  # type: ignore[misc]
 
     # -- KeyValueStoreBackend ----------------------------------------------------------------------------
     def get(self, key: str) -> bytes | None:
+        """The stored value of ``key``, or None when there is none (never written, expired or forgotten)."""
         try:
             return self.bucket.get(key).value
         except errors.KeyNotFoundError:
             return None
 
     def mget(self, keys: list[str]) -> list[bytes | None]:
+        """The values of ``keys`` in one batched read (None where there is none)."""
         found = self.bucket.get_many(keys)
         return [found[key].value if key in found else None for key in keys]
 
     def set(self, key: str, value: bytes | str) -> None:
+        """Store ``value`` with the TTL of ``result_expires``."""
         data = value.encode() if isinstance(value, str) else bytes(value)
         self.bucket.put(key, data, ttl=self._ttl(self.expires))
 
     def delete(self, key: str) -> None:
+        """Remove ``key`` (``forget()``, a finished chord's counter)."""
         self.bucket.delete(key)
 
     def incr(self, key: str) -> int:
