@@ -1,4 +1,5 @@
-"""Celery: one client per worker process, from the app's configuration, flushed when the process ends.
+"""Celery: one client per worker process (:class:`JetStream`), and a result backend on a KV bucket
+(:class:`ResultBackend`).
 
     app = Celery("tasks", broker=...)
     app.conf.jetstream = {"SERVERS": ["nats://127.0.0.1:4222"], "NAME": "tasks"}
@@ -18,23 +19,37 @@ sent; so the extension closes the process's clients on ``worker_process_shutdown
 The settings are the keys of ``ConnectionSettings.from_mapping`` (``SERVERS``, ``NAME``, ``CREDENTIALS``,
 ``TLS_CA_FILE``, ``TIMEOUT``, ...) in ``app.conf.jetstream`` (or the name given as ``setting``); they are
 checked when the extension is made if the app has them by then, else on first use.
+
+The broker is the kombu transport ``jetstream_sync.integrations.kombu.Transport``; importing this module also
+registers the ``jetstream://`` scheme with kombu (broker) and with Celery (result backend), so an app that
+imports it selects both with two settings; docs/frameworks/celery.md has the settings.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import time
 from collections.abc import Mapping
 from typing import Any
 
-from celery import Celery, signals
+from celery import Celery, signals, states
+from celery.app import backends as celery_backends
+from celery.backends.base import KeyValueStoreBackend
+from celery.exceptions import TimeoutError as CeleryTimeoutError
+from kombu.utils.url import parse_url
 
 from .. import errors
 from ..client import Client
 from ..jetstream import JetStream as JetStreamContext
+from ..jetstream.kv import KeyValue
+from ..models import KeyValueConfig, KeyValueOp, StorageType
+from . import kombu as _kombu  # noqa: F401 - importing it registers the jetstream:// broker scheme
 from ._clients import close_process_clients, process_client
-from ._connection import ConnectionSettings
+from ._connection import ConnectionSettings, redacted
 
-__all__ = ["JetStream"]
+__all__ = ["JetStream", "ResultBackend"]
 
 log = logging.getLogger("jetstream_sync.integrations")
 
@@ -85,3 +100,242 @@ def _close_clients(**_: Any) -> None:
     """A worker process (or the main one) is ending: close its clients, writing out what they buffered."""
     log.debug("celery worker shutting down: closing this process's clients")
     close_process_clients()
+
+
+#: how many times an increment that lost a compare-and-set race is tried again
+_INCR_TRIES = 50
+#: the backend options of ``result_backend_transport_options`` (the connection keys in lower case pass too)
+_BACKEND_OPTIONS = ("bucket", "replicas", "storage", "global_keyprefix")
+_CONNECTION_OPTIONS = ("name", "token", "credentials", "nkey_seed_file", "tls_ca_file", "tls_cert_file",
+                       "tls_key_file", "tls_hostname", "timeout", "connect_timeout")  # fmt: skip
+
+
+class ResultBackend(KeyValueStoreBackend):  # type: ignore[misc]
+    """Celery's results and states in a JetStream KV bucket (``celery_results`` by default).
+
+    - **Selected** by ``result_backend = "jetstream://host:4222"`` in an app that imports this module, or
+      without the import by ``"jetstream_sync.integrations.celery.ResultBackend+nats://host:4222"``; user and
+      password in the URL, TLS with ``jetstreams://`` (or ``tls://``) and ``result_backend_transport_options``
+      (``tls_ca_file``, ``token``, ``credentials``, ... as the other integrations' keys in lower case), and
+      ``bucket``, ``replicas``, ``storage`` for the bucket.
+    - **Expiry**: each result is written with a per-key TTL of ``result_expires`` (nats-server 2.11+; before,
+      the bucket's TTL is ``result_expires`` for all keys); a chord's parts keep theirs until the chord is done.
+    - **Waiting**: ``AsyncResult.get()`` and a group's ``join_native`` watch the keys (a KV watch: the
+      server pushes each change), so a result reaches the waiter as it is written, not on the next poll.
+    - **Chords**: the counter of finished header tasks is incremented with compare-and-set (the revision of
+      the key), so two parts finishing at once both count and exactly one of them runs the body.
+    - Results are readable by any process connected to the same account: another worker, a web process.
+    """
+
+    key_t = str
+    implements_incr = True
+    supports_native_join = True
+    supports_autoexpire = True
+
+    def __init__(self, app: Celery, url: str | None = None, **kwargs: Any) -> None:
+        super().__init__(app, url=url, **kwargs)
+        options = dict(self.app.conf.get("result_backend_transport_options") or {})
+        unknown = set(options) - set(_BACKEND_OPTIONS) - set(_CONNECTION_OPTIONS)
+        if unknown:
+            raise errors.InvalidArgumentError(
+                "result_backend_transport_options",
+                f"unknown option(s) {sorted(unknown)}; known: {', '.join(_BACKEND_OPTIONS + _CONNECTION_OPTIONS)}",
+            )
+        self.bucket_name = str(options.get("bucket") or "celery_results")
+        self._replicas = int(options.get("replicas") or 1)
+        self._storage = StorageType(options.get("storage") or "file")
+        self.url = url
+        self._settings = _backend_settings(url, options, self.app)
+        self._bucket: KeyValue | None = None
+        self._bucket_pid = 0
+        self._per_key_ttl = False
+
+    def __reduce__(self, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
+        return super().__reduce__(args, {**(kwargs or {}), "url": self.url})
+
+    def as_uri(self, include_password: bool = False) -> str:
+        return redacted(self._settings.servers) if not include_password else ",".join(self._settings.servers)
+
+    # -- the bucket ------------------------------------------------------------------------------------------
+    @property
+    def bucket(self) -> KeyValue:
+        """The bucket on this process's client (made on first use; a forked pool process makes its own)."""
+        if self._bucket is None or self._bucket_pid != os.getpid() or self._bucket.jetstream.client.is_closed:
+            js = process_client(self._settings).jetstream()
+            version = str(js.client.server_info.get("version", "0.0.0")).lstrip("v").split(".")
+            self._per_key_ttl = tuple(int(v) for v in version[:2] if v.isdigit()) >= (2, 11)
+            try:
+                bucket = js.key_value(self.bucket_name)
+            except errors.BucketNotFoundError:
+                config = KeyValueConfig(
+                    bucket=self.bucket_name,
+                    description="Celery task results (jetstream_sync.integrations.celery.ResultBackend)",
+                    replicas=self._replicas,
+                    storage=self._storage,
+                    ttl=None if self._per_key_ttl or not self.expires else float(self.expires),
+                    limit_marker_ttl=60.0 if self._per_key_ttl else None,
+                )
+                try:
+                    bucket = js.create_key_value(config)
+                except errors.BucketExistsError:
+                    bucket = js.key_value(self.bucket_name)
+            self._per_key_ttl = self._per_key_ttl and bucket.status().limit_marker_ttl is not None
+            self._bucket, self._bucket_pid = bucket, os.getpid()
+        return self._bucket
+
+    def _ttl(self, seconds: float | None) -> float | None:
+        if not self._per_key_ttl or not seconds:
+            return None
+        return max(1.0, float(seconds))
+
+    # -- KeyValueStoreBackend ----------------------------------------------------------------------------
+    def get(self, key: str) -> bytes | None:
+        """The stored value of ``key``, or None when there is none (never written, expired or forgotten)."""
+        try:
+            return self.bucket.get(key).value
+        except errors.KeyNotFoundError:
+            return None
+
+    def mget(self, keys: list[str]) -> list[bytes | None]:
+        """The values of ``keys`` in one batched read (None where there is none)."""
+        found = self.bucket.get_many(keys)
+        return [found[key].value if key in found else None for key in keys]
+
+    def set(self, key: str, value: bytes | str) -> None:
+        """Store ``value`` with the TTL of ``result_expires``."""
+        data = value.encode() if isinstance(value, str) else bytes(value)
+        self.bucket.put(key, data, ttl=self._ttl(self.expires))
+
+    def delete(self, key: str) -> None:
+        """Remove ``key`` (``forget()``, a finished chord's counter)."""
+        self.bucket.delete(key)
+
+    def incr(self, key: str) -> int:
+        """Add 1 to the counter at ``key`` with compare-and-set, tried again when another part won the race;
+        the counter expires with the chord (``result_chord_expires``)."""
+        bucket = self.bucket
+        for _ in range(_INCR_TRIES):
+            try:
+                entry = bucket.get(key)
+            except errors.KeyNotFoundError:
+                try:
+                    bucket.create(key, b"1", ttl=self._ttl(self.chord_expires))
+                    return 1
+                except errors.KeyExistsError:
+                    continue
+            value = int(entry.value or b"0") + 1
+            try:
+                bucket.update(key, str(value).encode(), entry.revision, ttl=self._ttl(self.chord_expires))
+                return value
+            except errors.KeyWrongLastSequenceError:
+                continue
+        raise errors.KeyValueError(f"chord counter {key!r}: {_INCR_TRIES} compare-and-set tries lost the race")
+
+    def expire(self, key: str, value: float | None) -> None:
+        """Write the key again with a TTL of ``value`` seconds (a chord keeps its parts' results alive)."""
+        if not self._per_key_ttl:
+            return
+        bucket = self.bucket
+        try:
+            entry = bucket.get(key)
+        except errors.KeyNotFoundError:
+            return
+        with contextlib.suppress(errors.KeyWrongLastSequenceError):  # written meanwhile, with its own TTL
+            bucket.update(key, entry.value, entry.revision, ttl=self._ttl(value))
+
+    # -- waiting on a watch ------------------------------------------------------------------------------
+    def wait_for(
+        self,
+        task_id: str,
+        timeout: float | None = None,
+        interval: float = 0.5,
+        no_ack: bool = True,
+        on_interval: Any = None,
+    ) -> Any:
+        """The task's meta once it is ready: from a watch of its key, woken by the write itself."""
+        self._ensure_not_eager()
+        for _task_id, meta in self.get_many([task_id], timeout=timeout, interval=interval, on_interval=on_interval):
+            return meta
+        raise CeleryTimeoutError("The operation timed out.")
+
+    def get_many(
+        self,
+        task_ids: Any,
+        timeout: float | None = None,
+        interval: float = 0.5,
+        no_ack: bool = True,
+        on_message: Any = None,
+        on_interval: Any = None,
+        max_iterations: int | None = None,
+        READY_STATES: frozenset[str] = states.READY_STATES,
+    ) -> Any:
+        """Yield ``(task_id, meta)`` as each task is ready: the ready ones now, the others as a watch of their
+        keys sees them written. ``timeout`` (seconds) raises Celery's TimeoutError; ``on_interval`` is called
+        every ``interval`` seconds meanwhile (Celery's chord joins use it)."""
+        ids = {str(t) for t in task_ids}
+        for task_id in list(ids):
+            cached = self._cache.get(task_id)
+            if cached is not None and cached["status"] in READY_STATES:
+                ids.discard(task_id)
+                yield task_id, cached
+        if not ids:
+            return
+        deadline = None if timeout is None else time.monotonic() + timeout
+        by_key = {self.get_key_for_task(t): t for t in ids}
+        filters = list(by_key) if len(by_key) <= 256 else [">"]
+        with self.bucket.watch(filters, updates_only=True) as watcher:  # before the read: no write is missed
+            keys = list(by_key)
+            ready = self._mget_to_results(self.mget(keys), [by_key[k] for k in keys], READY_STATES)
+            for task_id, meta in ready.items():
+                self._cache[task_id] = meta
+                ids.discard(task_id)
+                if on_message is not None:
+                    on_message(meta)
+                yield task_id, meta
+            while ids:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise CeleryTimeoutError(f"Operation timed out ({timeout})")
+                wait = interval if left is None else min(interval, left)
+                try:
+                    entry = watcher.next(timeout=max(0.01, wait))
+                except errors.TimeoutError:
+                    if on_interval is not None:
+                        on_interval()
+                    continue
+                if entry is None or entry.operation is not KeyValueOp.PUT or entry.key not in by_key:
+                    continue
+                task_id = by_key[entry.key]
+                if task_id not in ids:
+                    continue
+                meta = self.decode_result(entry.value)
+                if meta["status"] in READY_STATES:
+                    self._cache[task_id] = meta
+                    ids.discard(task_id)
+                    if on_message is not None:
+                        on_message(meta)
+                    yield task_id, meta
+
+
+def _backend_settings(url: str | None, options: Mapping[str, Any], app: Celery) -> ConnectionSettings:
+    """The backend's connection: its URL (``jetstream://``, ``nats://``, ``tls://``, ``jetstreams://``,
+    with user and password) and the connection keys of ``result_backend_transport_options``; without a URL,
+    ``app.conf.jetstream`` (the extension's settings)."""
+    mapping: dict[str, Any] = {k.upper(): v for k, v in options.items() if k in _CONNECTION_OPTIONS}
+    if url:
+        parts = parse_url(url)
+        scheme = "tls" if str(parts.get("transport") or "").lower() in ("jetstreams", "tls") else "nats"
+        mapping["SERVERS"] = [f"{scheme}://{parts.get('hostname') or 'localhost'}:{parts.get('port') or 4222}"]
+        if parts.get("userid"):
+            mapping["USER"], mapping["PASSWORD"] = parts["userid"], parts.get("password")
+        return ConnectionSettings.from_mapping(mapping, source="result_backend")
+    raw = app.conf.get("jetstream")
+    if not isinstance(raw, Mapping):
+        raise errors.InvalidArgumentError(
+            "result_backend", "names no server: give a URL (jetstream://host:4222) or set app.conf.jetstream"
+        )
+    return ConnectionSettings.from_mapping({**raw, **mapping}, source="app.conf.jetstream")
+
+
+celery_backends.BACKEND_ALIASES.setdefault("jetstream", "jetstream_sync.integrations.celery:ResultBackend")
+celery_backends.BACKEND_ALIASES.setdefault("jetstreams", "jetstream_sync.integrations.celery:ResultBackend")
