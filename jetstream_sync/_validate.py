@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 import threading
 from collections.abc import Sequence
@@ -204,6 +205,14 @@ def check_int(field: str, value: object, *, minimum: int | None = None) -> int:
     if value > MAX_INT:
         raise InvalidArgumentError(field, f"must be at most {MAX_INT} (what the server reads), got {value}")
     return value
+
+
+def check_callable(field: str, fn: object) -> None:
+    """A handler or callback: a plain callable (user code never runs on the IO loop, so no coroutines)."""
+    if not callable(fn):
+        raise InvalidTypeError(field, "must be callable")
+    if inspect.iscoroutinefunction(fn):
+        raise InvalidTypeError(field, "must be a plain function; jetstream_sync runs no user coroutines")
 
 
 def check_str_or_none(field: str, value: Any) -> str | None:

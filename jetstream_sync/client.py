@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +18,7 @@ from ._protocol import encode_pub_parts, reply_encoder
 from ._runtime import Runtime, redact_url
 from ._validate import (
     MAX_SUBJECT_BYTES,
+    check_callable,
     check_control_line,
     check_int,
     check_queue,
@@ -26,10 +27,12 @@ from ._validate import (
     options_from,
     prepare_message,
     subject_bytes,
+    to_seconds,
 )
 from .headers import HeadersInput
 from .message import Msg
 from .options import DEFAULT_URL, ConnectOptions
+from .replies import Replies
 from .subscription import DEFAULT_MAX_PENDING_BYTES, Subscription
 
 if TYPE_CHECKING:
@@ -159,26 +162,87 @@ class Client:
         reply = runtime.request(encode, seconds, f"request on {subject!r}")
         return Msg(reply.subject.decode(), "", reply.data, reply.headers, runtime)
 
+    def request_many(
+        self,
+        subject: str,
+        data: bytes = b"",
+        *,
+        headers: HeadersInput | None = None,
+        max_replies: int | None = None,
+        timeout: float | timedelta | None = None,
+        stall: float | timedelta | None = None,
+        sentinel: bool = False,
+    ) -> Replies:
+        """Send one request and yield every reply as it arrives (scatter-gather), until ``max_replies`` came,
+        ``timeout`` passed (default: the client's timeout), ``stall`` passed without a reply once the first came,
+        or (``sentinel=True``) an empty reply came. None of those is an error; NoRespondersError when nobody
+        subscribes to ``subject``. The request is sent before this returns; iterate the result, or ``list()``
+        it, or use it as a context manager (leaving early unsubscribes). See :mod:`jetstream_sync.replies`."""
+        runtime = self._runtime
+        runtime.check_usable()
+        seconds = check_timeout(timeout, self.default_timeout)
+        stall_seconds = None if stall is None else to_seconds("stall", stall)
+        if max_replies is not None:
+            check_int("max_replies", max_replies, minimum=1)
+        if not isinstance(sentinel, bool):
+            raise errors.InvalidTypeError("sentinel", f"must be a bool, got {type(sentinel).__name__}")
+        subj, hdr, payload = prepare_message(subject, data, headers, runtime.max_payload)
+        replies = Replies(
+            runtime, subject, max_replies=max_replies, timeout=seconds, stall=stall_seconds, sentinel=sentinel
+        )
+        return replies.send(encode_pub_parts(subj, replies.inbox.encode(), hdr, payload))
+
     def subscribe(
         self,
         subject: str,
         queue: str | None = None,
         *,
+        handler: Callable[[Msg], object] | None = None,
+        error_handler: Callable[[BaseException], object] | None = None,
+        workers: int = 1,
+        ordered_by: Callable[[Msg], Hashable] | None = None,
+        max_msgs: int = 0,
         max_pending: int = 65536,
         max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
     ) -> Subscription:
-        """Subscribe; read with ``next_msg(timeout)`` or by iterating. Wildcards are allowed.
+        """Subscribe (wildcards allowed); read with ``next_msg(timeout)`` or by iterating, or give a ``handler``.
 
-        At most ``max_pending`` messages and ``max_pending_bytes`` bytes (payload and headers, 64 MiB by
-        default) wait unread; past either, new messages are dropped and a SlowConsumerError is reported.
+        ``handler(msg)`` runs on the subscription's own thread, ``jetstream-sync-sub-<subject>``, one message at a
+        time in order; with ``workers=N`` on N threads (``ordered_by``: one key at a time, in order). What it
+        raises goes to ``error_handler`` (on the callbacks thread; default: the client's error callback, else
+        the log) and the next message is handled. ``max_msgs`` ends the subscription after that many messages
+        (nats.go's AutoUnsubscribe). At most ``max_pending`` messages and ``max_pending_bytes`` bytes (payload
+        and headers, 64 MiB by default) wait unread or unhandled; past either, new messages are dropped and a
+        SlowConsumerError is reported.
         """
         self._runtime.check_usable()
         check_subject("subject", subject, wildcards=True)
         if queue is not None:
             check_queue("queue", queue)
+        for name, fn in (("handler", handler), ("error_handler", error_handler), ("ordered_by", ordered_by)):
+            if fn is not None:
+                check_callable(name, fn)
+        if handler is None and (workers != 1 or ordered_by is not None or error_handler is not None):
+            raise errors.InvalidArgumentError(
+                "handler", "workers, ordered_by and error_handler need a handler (without one, read the messages)"
+            )
+        check_int("workers", workers, minimum=1)
+        check_int("max_msgs", max_msgs, minimum=0)
         check_int("max_pending", max_pending, minimum=1)
         check_int("max_pending_bytes", max_pending_bytes, minimum=1)
-        return Subscription.open(self._runtime, subject, queue, max_pending, self.default_timeout, max_pending_bytes)
+        return Subscription.open(
+            self._runtime,
+            subject,
+            queue,
+            max_pending,
+            self.default_timeout,
+            max_pending_bytes,
+            handler=handler,
+            error_handler=error_handler,
+            workers=workers,
+            ordered_by=ordered_by,
+            max_msgs=max_msgs,
+        )
 
     def flush(self, timeout: float | None = None) -> None:
         """Wait until the server has processed everything published so far (PING/PONG).
@@ -237,11 +301,13 @@ class Client:
         deadline = time.monotonic() + seconds
         subs = [c for c in runtime.tracked() if isinstance(c, Subscription)]
         try:
-            for sub in subs:
-                sub.stop_receiving(max(0.1, deadline - time.monotonic()))
+            for sub in subs:  # what the server sent before it saw each UNSUB is delivered too
+                sub.stop_receiving(max(0.1, deadline - time.monotonic()), deliver_in_flight=True)
             runtime.flush(max(0.1, deadline - time.monotonic()))
         except errors.JetStreamError:
             log.debug("drain: unsubscribe or flush failed", exc_info=True)
+        for sub in subs:  # handlers handle what is buffered
+            sub.wait_handled(max(0.0, deadline - time.monotonic()))
         while any(sub.pending for sub in subs) and time.monotonic() < deadline:
             time.sleep(0.01)  # readers are taking what is buffered; nothing to wait on but their progress
         left = sum(sub.pending for sub in subs)

@@ -20,8 +20,8 @@ from ._protocol import (
     term_payload,
 )
 from ._validate import check_line, check_timeout, to_seconds
-from .errors import InvalidAckSubjectError
-from .headers import Headers, parse_header_block
+from .errors import InvalidAckSubjectError, InvalidArgumentError
+from .headers import Headers, HeadersInput, parse_header_block
 
 if TYPE_CHECKING:
     from datetime import timedelta
@@ -195,6 +195,28 @@ class Msg:
     def ack(self) -> None:
         """Acknowledge; coalesced with other acks into one write."""
         self._terminal(ACK)
+
+    def respond(self, data: bytes = b"", headers: HeadersInput | None = None) -> None:
+        """Reply to a request: publish ``data`` (and ``headers``) to this message's reply subject, coalesced with
+        other publishes, as nats.go's ``Msg.Respond``. The reply is validated as any publish (max_payload,
+        headers) before anything is sent.
+
+        Raises InvalidArgumentError when the message has no reply subject (nobody waits for an answer), and
+        InvalidAckSubjectError for a JetStream message, whose reply subject is its ack subject (use ``ack()``).
+        """
+        if not self.reply:
+            raise InvalidArgumentError(
+                "reply", f"the message on {self.subject!r} has no reply subject: nobody waits for a response"
+            )
+        if self.reply.startswith(ACK_PREFIX_TEXT):
+            raise InvalidAckSubjectError(
+                f"the message on {self.subject!r} came from a JetStream consumer: its reply subject is its ack "
+                "subject; acknowledge it with ack() (or publish a response to a subject of your own)"
+            )
+        respond = getattr(self._sender, "respond", None)
+        if respond is None:
+            raise InvalidArgumentError("reply", f"the message on {self.subject!r} was not received by a client")
+        respond(self.reply, data, headers)
 
     def nak(self, delay: float | timedelta | None = None) -> None:
         """Ask for redelivery, after ``delay`` seconds when given."""

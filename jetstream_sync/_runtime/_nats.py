@@ -432,9 +432,16 @@ class NatsConnection(nats.aio.client.Client):
         self.fast_handlers.pop(sub._id, None)
 
     @staticmethod
-    def unsub_command(sub: NatsSubscription) -> bytes:
-        """The UNSUB of ``sub``, for a thread that must have it written before what it sends next."""
+    def unsub_command(sub: NatsSubscription, max_msgs: int = 0) -> bytes:
+        """The UNSUB of ``sub`` (after ``max_msgs`` messages in all when given), for a thread that must have it
+        written before what it sends next."""
+        if max_msgs:
+            return b"UNSUB %d %d\r\n" % (sub._id, max_msgs)
         return b"UNSUB %d\r\n" % sub._id
+
+    def handler_of(self, sub: NatsSubscription) -> Handler | None:
+        """IO thread: the handler ``sub``'s messages go to now."""
+        return self.fast_handlers.get(sub._id)
 
     def reroute(self, sub: NatsSubscription, handler: Handler) -> None:
         """IO thread: dispatch ``sub``'s messages to ``handler`` from now on."""
@@ -552,6 +559,18 @@ class NatsConnection(nats.aio.client.Client):
         except (ConnectionError, RuntimeError, AssertionError):
             return
 
+    def _write_pending(self) -> None:
+        """IO thread: hand nats-py's queued commands to the transport now, so that a PING written next cannot pass
+        them. nats-py's ``_send_ping`` writes straight to the transport while a SUB or UNSUB of its own may still
+        wait in ``_pending`` for its flusher task: a flush returned before the server had seen an UNSUB (a drain
+        then lost what the server sent until it did) or a SUB (a publish right after the flush found no
+        subscriber)."""
+        transport = self._transport
+        if self._pending and self.is_connected and transport is not None:
+            pending, self._pending = self._pending, []
+            self._pending_data_size = 0
+            transport.writelines(pending)
+
     def append_pending(self, commands: list[bytes], size: int, count: int = 0) -> None:
         """IO thread: queue encoded commands in nats-py's write buffer and wake its flusher once."""
         self._pending.extend(commands)
@@ -648,6 +667,7 @@ class NatsConnection(nats.aio.client.Client):
         waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._flushes.add(waiter)
         try:
+            self._write_pending()  # nats-py writes a PING straight to the socket, past what waits in _pending
             await self._send_ping(waiter)
             await asyncio.wait_for(waiter, timeout)  # cancels the waiter when it times out
         except asyncio.TimeoutError:

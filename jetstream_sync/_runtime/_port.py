@@ -22,9 +22,9 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .. import errors
-from .._protocol import Command, encode_pub
+from .._protocol import Command, encode_pub, encode_pub_parts
 from .._telemetry import note_reconnected
-from .._validate import check_control_line, to_seconds
+from .._validate import check_control_line, prepare_message, to_seconds
 from ._buffer import MessageBuffer
 from ._callbacks import CLOSE_WAIT, CallbackRunner
 from ._fork import ForkGuard
@@ -37,6 +37,7 @@ from ._wait import warn_if_in_event_loop
 from ._watchdog import Timer, Watchdog, check_library_code
 
 if TYPE_CHECKING:
+    from ..headers import HeadersInput
     from ..options import ConnectOptions
 
 __all__ = ["Closeable", "ConnectionListener", "Runtime"]
@@ -353,6 +354,12 @@ class Runtime:
         test recorder, has no such attribute)."""
         return self
 
+    def respond(self, reply: str, data: bytes, headers: HeadersInput | None) -> None:
+        """Any thread: publish a response to ``reply`` (``Msg.respond``), validated as a core publish."""
+        self.check_usable()
+        subject, header_block, payload = prepare_message(reply, data, headers, self.max_payload)
+        self.send(encode_pub_parts(subject, b"", header_block, payload))
+
     def send_ack(self, subject: str, payload: bytes) -> None:
         """An acknowledgement (fire and forget), coalesced with other outbound traffic."""
         self.check_usable()
@@ -420,9 +427,21 @@ class Runtime:
         """IO thread: the same, awaited by code already on the loop."""
         return await self._nc.fast_subscribe(subject, queue, handler)
 
-    def unsubscribe(self, sub: NatsSubscription, timeout: float) -> None:
-        """Blocking: stop the subscription; the server sees the UNSUB before this returns."""
-        self._io.call(self._nc.fast_unsubscribe(sub), timeout, "unsubscribe")
+    def unsubscribe(self, sub: NatsSubscription, timeout: float, *, deliver_in_flight: bool = False) -> None:
+        """Blocking: stop the subscription. With ``deliver_in_flight`` its handler keeps receiving what the server
+        sent before it processed the UNSUB, and this returns once the server confirmed it (a PING/PONG after the
+        UNSUB: a drain); without, dispatching stops at once."""
+        if deliver_in_flight:
+            self._io.call(self._deliver_in_flight(sub), timeout, "unsubscribe")
+        else:
+            self._io.call(self._nc.fast_unsubscribe(sub), timeout, "unsubscribe")
+
+    async def _deliver_in_flight(self, sub: NatsSubscription) -> None:
+        handler = self._nc.handler_of(sub)
+        if handler is None:
+            await self._nc.fast_unsubscribe(sub)
+            return
+        await self.retire(sub, handler)
 
     def unsubscribe_soon(self, sub: NatsSubscription, label: str, late: Handler | None = None) -> None:
         """IO thread: stop dispatching now and send the UNSUB in the background (fire and forget).
@@ -438,7 +457,7 @@ class Runtime:
         if not self._nc.is_closed:
             asyncio.get_running_loop().create_task(self._quiet_unsubscribe(sub, label))
 
-    def send_unsub(self, sub: NatsSubscription) -> None:
+    def send_unsub(self, sub: NatsSubscription, max_msgs: int = 0) -> None:
         """Any thread: queue the UNSUB of ``sub`` now, so it reaches the server before anything this thread sends
         next; the IO thread then ends the subscription as usual (:meth:`unsubscribe_soon`: its own UNSUB finds
         nothing left to remove at the server).
@@ -446,9 +465,11 @@ class Runtime:
         A read the user leaves ends this way: its pull must be gone before the user's next publish reaches the
         consumer, and a request the calling thread writes directly (``Outbound.put_waiting``) would pass an
         UNSUB that the IO thread has yet to write; it never passes what is queued before it. Raises as
-        :meth:`send` does (not connected with the reconnect buffer full, closed, forked).
+        :meth:`send` does (not connected with the reconnect buffer full, closed, forked). With ``max_msgs`` the
+        server ends the subscription once it delivered that many messages in all (auto-unsubscribe), and this
+        client keeps it until then.
         """
-        self.send(self._nc.unsub_command(sub))
+        self.send(self._nc.unsub_command(sub, max_msgs))
 
     def retire(self, sub: NatsSubscription, late: Handler) -> asyncio.Task[None]:
         """IO thread: from now on what arrives for ``sub`` goes to ``late``; UNSUB it, and forget ``late`` once

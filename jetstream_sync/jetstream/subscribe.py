@@ -24,7 +24,7 @@ import attrs
 from .. import errors
 from .._protocol import status_of
 from .._runtime import BufferFinished
-from .._validate import check_int, check_name, check_queue, check_subject, check_timeout, to_seconds
+from .._validate import check_callable, check_int, check_name, check_queue, check_subject, check_timeout, to_seconds
 from ..message import Msg
 from ..models import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy
 from ..subscription import Subscription
@@ -32,7 +32,7 @@ from .consumers import OrderedConsumerConfig
 from .consumers._chain import ConsumerChain
 from .consumers._fetch import FetchPull
 from .consumers._push import OrderedPush, PushEngine, PushLimits
-from .consumers._reads import check_callable, reporter
+from .consumers._reads import reporter
 from .consumers._target import PullTarget
 from .consumers.delivery import ConsumeContext, MessagesIterator
 from .consumers.options import FetchOptions

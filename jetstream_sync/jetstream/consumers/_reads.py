@@ -13,7 +13,6 @@ links), not in how the user asks for one, so the asking lives here.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable
@@ -22,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ... import _telemetry, errors
 from ..._runtime import Runtime
-from ..._validate import check_int, options_from
+from ..._validate import check_callable, check_int, options_from
 from ...message import Msg
 from ...models import ConsumerConfig, ConsumerInfo, ConsumerPauseState
 from ...models.cluster import clustered_leader
@@ -44,14 +43,6 @@ def reporter(label: str, handler: ErrorHandler | None, runtime: Runtime) -> Call
     if handler is None:
         return lambda exc: log.warning("consume %s: %s", label, exc)
     return lambda exc: runtime.run_callback(handler, exc)
-
-
-def check_callable(field: str, fn: object) -> None:
-    """A handler or error handler: a plain callable (user code never runs on the IO loop, so no coroutines)."""
-    if not callable(fn):
-        raise errors.InvalidTypeError(field, "must be callable")
-    if asyncio.iscoroutinefunction(fn):
-        raise errors.InvalidTypeError(field, "must be a plain function; jetstream_sync runs no user coroutines")
 
 
 class ServerConsumerHandle:

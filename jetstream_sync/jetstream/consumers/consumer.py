@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ..._validate import options_from, to_seconds
+from ..._validate import check_callable, options_from, to_seconds
 from ...message import Msg
 from ...models import AckPolicy, ConsumerInfo, PriorityPolicy
 from ._fetch import FetchPull
 from ._progress import progress_keeper
 from ._pull import ContinuousPull
-from ._reads import FetchCalls, ServerConsumerHandle, check_callable, reporter, start_consume
+from ._reads import FetchCalls, ServerConsumerHandle, reporter, start_consume
 from ._single import SinglePull
 from ._target import PinTracker, PullTarget, read_timed_out
 from .delivery import ConsumeContext, ErrorHandler, MessageBatch, MessagesIterator
@@ -173,7 +173,7 @@ class Consumer(ServerConsumerHandle, FetchCalls):
         has its message kept alive (+WPI every ack_wait/2, from the watchdog) until it acks or returns, so it
         is not redelivered meanwhile. With ``workers=N`` the handler runs on N threads; with ``ordered_by``
         (a function of the message, e.g. ``lambda m: m.subject``) messages of one key go to one worker, in
-        order, never two at once (see ``consumers/_pool.py``).
+        order, never two at once (see ``_dispatch/_pool.py``).
         """
         progress = progress_keeper(self._runtime, self.cached_info.config, auto_in_progress)
         return start_consume(

@@ -22,10 +22,10 @@ from typing import Protocol
 import attrs
 
 from ... import errors
+from ..._dispatch import WorkerPool
 from ..._runtime import BufferFinished, ForkGuard
 from ..._validate import check_int, check_timeout
 from ...message import Msg
-from ._pool import WorkerPool
 from ._progress import ProgressKeeper
 
 __all__ = [
@@ -327,7 +327,7 @@ class MessagesIterator:
 
 class ConsumeContext:
     """A running consume(): the handler runs serially on this consume's own thread (or, with ``workers=N``, on
-    a pool of N threads fed by it; ``_pool.py``).
+    a pool of N threads fed by it; ``_dispatch/_pool.py``).
 
     ``closed`` is set once the consume ended (stop, drain, terminal error or client close) and its thread
     finished the message in hand. A handler that raises an Exception reports to ``error_handler``; the consume
@@ -347,7 +347,8 @@ class ConsumeContext:
         self._handler = handler
         self._progress = progress  # auto_in_progress: keeps the messages in hand alive while the handler works
         # workers=N: the handler runs on the pool's threads, this thread only reads
-        self._pool = WorkerPool(self._call, workers, ordered_by, source.label, source.report) if workers > 1 else None
+        prefix = f"jetstream-sync-consume-{source.label}"
+        self._pool = WorkerPool(self._call, workers, ordered_by, prefix, source.report) if workers > 1 else None
         self.closed = threading.Event()
         self.error: BaseException | None = None
         self._fork_guard = ForkGuard()  # its thread does not exist in a forked child: wait() would never return

@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING, Any
 
 from ... import errors
 from ..._runtime import Runtime
-from ..._validate import check_timeout, options_from, to_seconds
+from ..._validate import check_callable, check_timeout, options_from, to_seconds
 from ...message import Msg
 from ...models import ConsumerInfo
 from ._chain import RESET_BACKOFF_FIRST, ConsumerChain, next_backoff
 from ._fetch import FetchPull
 from ._ordered import OrderedBatch, OrderedFetchState, OrderedPull
 from ._progress import progress_keeper
-from ._reads import FetchCalls, check_callable, reporter, start_consume
+from ._reads import FetchCalls, reporter, start_consume
 from ._target import PullTarget, read_timed_out
 from .delivery import ConsumeContext, ErrorHandler, MessageBatch, MessagesIterator
 from .options import DEFAULT_EXPIRES, ConsumeOptions, FetchOptions, OrderedConsumerConfig, PullPriority

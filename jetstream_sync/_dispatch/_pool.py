@@ -1,6 +1,7 @@
-"""``consume(handler, workers=N, ordered_by=key)``: the handler on N threads.
+"""``workers=N`` (with ``ordered_by=key``): a handler on N threads, for a consume or a core subscription.
 
-The consume's own thread stays the only reader of the delivery source and hands each message to the pool.
+The reading thread (a consume's, a subscription's dispatcher) stays the only reader of its source and hands each
+message to the pool.
 Without ``ordered_by`` any idle worker takes the next message. With it, a key is *active* while a worker holds
 one of its messages: later messages of that key wait behind it, and that same worker runs them, in order, when
 it is done; a key with nothing in hand goes to whichever worker is idle. So per-key order holds and two messages
@@ -18,7 +19,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Hashable
 
-from ...message import Msg
+from ..message import Msg
 
 __all__ = ["WorkerPool"]
 
@@ -37,7 +38,7 @@ class WorkerPool:
         call: Callable[[Msg], bool],
         workers: int,
         ordered_by: Callable[[Msg], Hashable] | None,
-        label: str,
+        thread_prefix: str,
         report: Callable[[BaseException], None],
     ) -> None:
         self._call = call  # runs the handler; False when the consume must end (SystemExit, KeyboardInterrupt)
@@ -53,7 +54,7 @@ class WorkerPool:
         #: messages each worker has run the handler on
         self.processed = [0] * workers
         self.threads = [
-            threading.Thread(target=self._work, args=(i,), name=f"jetstream-sync-consume-{label}-w{i}", daemon=True)
+            threading.Thread(target=self._work, args=(i,), name=f"{thread_prefix}-w{i}", daemon=True)
             for i in range(workers)
         ]
 
