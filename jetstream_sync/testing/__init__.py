@@ -22,9 +22,10 @@ code that uses it:
 - ``_scripted.py``: ScriptedServer, a fake NATS server on loopback that a test scripts (malformed replies, raw
   frames, cut connections), for what a real server never does; imported on first use, like the proxy.
 - ``_history.py`` (History, the recorder of a Jepsen-style history), ``_checker.py`` (check_history, the
-  linearizability checker) with ``_linearizable.py`` (its search) and ``_anomalies.py`` (its explanations), and
-  ``_kv_workload.py`` (KVWorkload: threads reading and writing an R3 bucket while ``_nemesis.py`` breaks the
-  cluster); imported on first use, like the proxy.
+  linearizability checker) with ``_linearizable.py`` (its search) and ``_anomalies.py`` (its explanations and
+  every checker's anomaly kinds), ``_queue_checker.py`` (check_queue: lost, duplicated, reordered messages),
+  ``_watch_checker.py`` (check_watches: key-value watchers), ``_report.py`` (check_all and the table in Jepsen's
+  terms); imported on first use, like the proxy.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ from ._server import EmbeddedServer, ServerNotInstalledError, ServerStartError, 
 
 if TYPE_CHECKING:
     from ._anomalies import ANOMALY_KINDS as ANOMALY_KINDS
+    from ._anomalies import EXPECTED_QUEUE_KINDS as EXPECTED_QUEUE_KINDS
+    from ._anomalies import QUEUE_ANOMALY_KINDS as QUEUE_ANOMALY_KINDS
+    from ._anomalies import WATCH_ANOMALY_KINDS as WATCH_ANOMALY_KINDS
     from ._anomalies import Anomaly as Anomaly
     from ._checker import CheckResult as CheckResult
     from ._checker import KeyResult as KeyResult
@@ -58,15 +62,25 @@ if TYPE_CHECKING:
     from ._proxy import Frame as Frame
     from ._proxy import FramePredicate as FramePredicate
     from ._proxy import FrameRule as FrameRule
+    from ._queue_checker import QueueCheck as QueueCheck
+    from ._queue_checker import StreamCheck as StreamCheck
+    from ._queue_checker import check_queue as check_queue
+    from ._report import HistoryChecks as HistoryChecks
+    from ._report import check_all as check_all
     from ._scripted import ReplyScript as ReplyScript
     from ._scripted import ScriptedAnswer as ScriptedAnswer
     from ._scripted import ScriptedReply as ScriptedReply
     from ._scripted import ScriptedRequest as ScriptedRequest
     from ._scripted import ScriptedServer as ScriptedServer
     from ._scripted import ScriptedServerError as ScriptedServerError
+    from ._watch_checker import WatchCheck as WatchCheck
+    from ._watch_checker import check_watches as check_watches
 
 __all__ = [
     "ANOMALY_KINDS",
+    "EXPECTED_QUEUE_KINDS",
+    "QUEUE_ANOMALY_KINDS",
+    "WATCH_ANOMALY_KINDS",
     "Anomaly",
     "CheckResult",
     "ClusterError",
@@ -78,6 +92,7 @@ __all__ = [
     "FramePredicate",
     "FrameRule",
     "History",
+    "HistoryChecks",
     "HistoryEvent",
     "KVWorkload",
     "KVWorkloadResult",
@@ -85,6 +100,7 @@ __all__ = [
     "Nemesis",
     "Operation",
     "PendingOperation",
+    "QueueCheck",
     "ReplyScript",
     "ScriptedAnswer",
     "ScriptedReply",
@@ -94,7 +110,12 @@ __all__ = [
     "ServerNotInstalledError",
     "ServerStartError",
     "StepDownError",
+    "StreamCheck",
+    "WatchCheck",
+    "check_all",
     "check_history",
+    "check_queue",
+    "check_watches",
     "find_server_binary",
     "pause_node",
     "resume_node",
@@ -107,7 +128,15 @@ _LAZY = dict.fromkeys(("Direction", "FaultProxy", "FaultProxyError", "Frame", "F
 _LAZY.update(dict.fromkeys(("ClusterError", "EmbeddedCluster", "StepDownError"), "._cluster"))
 _LAZY.update(dict.fromkeys(("History", "HistoryEvent", "Operation", "PendingOperation"), "._history"))
 _LAZY.update(dict.fromkeys(("CheckResult", "KeyResult", "check_history"), "._checker"))
-_LAZY.update(dict.fromkeys(("ANOMALY_KINDS", "Anomaly"), "._anomalies"))
+_LAZY.update(
+    dict.fromkeys(
+        ("ANOMALY_KINDS", "EXPECTED_QUEUE_KINDS", "QUEUE_ANOMALY_KINDS", "WATCH_ANOMALY_KINDS", "Anomaly"),
+        "._anomalies",
+    )
+)
+_LAZY.update(dict.fromkeys(("QueueCheck", "StreamCheck", "check_queue"), "._queue_checker"))
+_LAZY.update(dict.fromkeys(("WatchCheck", "check_watches"), "._watch_checker"))
+_LAZY.update(dict.fromkeys(("HistoryChecks", "check_all"), "._report"))
 _LAZY.update(dict.fromkeys(("KVWorkload", "KVWorkloadResult"), "._kv_workload"))
 _LAZY.update(dict.fromkeys(("Nemesis", "pause_node", "resume_node"), "._nemesis"))
 _LAZY.update(

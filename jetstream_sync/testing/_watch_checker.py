@@ -1,0 +1,195 @@
+"""check_watches: did every key-value watcher see each key's revisions in order, and none of them go missing?
+
+A watcher (``kv.watch``) is an ordered consumer of the bucket's stream: it delivers each key's entries in revision
+order, every one of them, across reconnects and node failures. The history's ``watch`` operations (one per entry a
+watcher got, ``reader`` naming the watcher) are checked against each other and against the revisions the rest of
+the history knows (the writes and compare-and-sets the server acknowledged, the reads that reported a revision).
+What the checker reports, by kind:
+
+- ``watch-out-of-order``: a watcher got a revision of a key lower than one of that key it had got before.
+- ``watch-duplicate``: a watcher got the same revision of a key twice.
+- ``watch-lost-update``: a watcher skipped a revision of a key that was stored: after the first revision of
+  that key it got, and before the highest revision it got (of any key, since it reads the stream in order), a
+  revision it never got. The bucket's own history limit excuses a skip: a watcher that fell behind by more than
+  ``kept`` writes to one key cannot get the older ones (the stream dropped them), so a skipped revision counts
+  only when fewer than ``kept`` newer writes of that key can have been stored before the watcher went past it.
+- ``watch-divergent``: one revision held two different entries (a watcher and an acknowledged write, or two
+  watchers, disagree on its key or value).
+
+Only revisions somebody reported count as stored (a write whose outcome was unknown and that nobody saw may not
+have happened), so a history whose writers record their revisions makes the check complete.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+
+from ._anomalies import WATCH_ANOMALY_KINDS, Anomaly, WatchAnomalyKind, anomaly
+from ._history import History, Operation
+
+__all__ = ["WatchCheck", "check_watches"]
+
+_EXAMPLES = 3
+_NEVER = 1 << 62  # the time of an operation that may still take effect: after everything
+
+
+@attrs.frozen(kw_only=True)
+class WatchCheck:
+    """The verdict on every watcher of a history: ``valid`` when none has an anomaly. ``deliveries`` counts the
+    entries each watcher got; ``counts`` holds every kind of :data:`WATCH_ANOMALY_KINDS` (zeros included)."""
+
+    deliveries: dict[str, int]
+    counts: dict[WatchAnomalyKind, int]
+    anomalies: tuple[Anomaly, ...]
+    origin_ns: int
+
+    @property
+    def valid(self) -> bool:
+        """True when no watcher has an anomaly."""
+        return not self.anomalies
+
+    def examples(self, kind: WatchAnomalyKind, limit: int = _EXAMPLES) -> list[Anomaly]:
+        """The first ``limit`` anomalies of ``kind``, by time."""
+        return [found for found in self.anomalies if found.kind == kind][:limit]
+
+    def summary(self, examples: int = _EXAMPLES) -> str:
+        """A report in a few lines: the verdict, counts, deliveries per watcher, and up to ``examples``
+        anomalies per kind."""
+        watchers = ", ".join(f"{reader} {n}" for reader, n in self.deliveries.items()) or "none"
+        lines = [
+            f"watchers: {'valid' if self.valid else 'INVALID'} (entries: {watchers})",
+            "anomalies: " + ", ".join(f"{kind} {self.counts[kind]}" for kind in WATCH_ANOMALY_KINDS),
+        ]
+        for kind in WATCH_ANOMALY_KINDS:
+            lines += [found.describe(self.origin_ns) for found in self.examples(kind, examples)]
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        """The verdict, counts and deliveries as JSON-ready values (for a results file)."""
+        return {"valid": self.valid, "counts": dict(self.counts), "deliveries": dict(self.deliveries)}
+
+
+def check_watches(history: History | Iterable[Operation], *, kept: int | None = None) -> WatchCheck:
+    """Check the ``watch`` operations of a history (see the module docstring). ``kept``: how many revisions per
+    key the bucket keeps (its ``history``; None when it drops none), which excuses a watcher that fell that far
+    behind for the revisions it could not get."""
+    operations = history.operations if isinstance(history, History) else list(history)
+    known = _Revisions(operations)
+    found: list[Anomaly] = []
+    known.divergent(found)
+    watches: dict[str, list[Operation]] = {}
+    for op in operations:
+        if op.kind == "watch":
+            watches.setdefault(op.reader or "", []).append(op)
+    for reader, ops in sorted(watches.items()):
+        ops.sort(key=lambda op: (op.invoke_ns, op.index))
+        _order(reader, ops, found)
+        _skips(reader, ops, known, kept, found)
+    tally = Counter(found_one.kind for found_one in found)
+    return WatchCheck(
+        deliveries={reader: len(ops) for reader, ops in sorted(watches.items())},
+        counts={kind: tally[kind] for kind in WATCH_ANOMALY_KINDS},
+        anomalies=tuple(sorted(found, key=lambda a: a.time_ns)),
+        origin_ns=min((op.invoke_ns for op in operations), default=0),
+    )
+
+
+class _Revisions:
+    """Every revision the history reports, with what it holds (key and value) and the first evidence of it;
+    and each key's writes that may have taken effect, by invocation (for the history-limit excuse)."""
+
+    def __init__(self, operations: list[Operation]) -> None:
+        self.entries: dict[int, dict[tuple[str, str | None], Operation]] = {}
+        # key -> (invocation, revision if reported) of each of its writes that may have taken effect
+        self.writes: dict[str, list[tuple[int, int | None]]] = {}
+        written: set[int] = set()
+        for op in operations:
+            if op.kind in ("write", "cas") and op.outcome != "fail":
+                self.writes.setdefault(op.key, []).append((op.invoke_ns, op.revision if op.outcome == "ok" else None))
+                if op.outcome == "ok" and op.revision is not None:
+                    written.add(op.revision)
+            if op.outcome != "ok" or op.revision is None:
+                continue
+            if op.kind in ("write", "cas"):
+                held = op.value
+            elif op.kind in ("read", "watch"):
+                held = op.result
+            else:
+                continue
+            self.entries.setdefault(op.revision, {}).setdefault((op.key, held), op)
+        self.of_key: dict[str, list[int]] = {}
+        for revision, entries in self.entries.items():
+            for key, _value in entries:
+                self.of_key.setdefault(key, []).append(revision)
+        for revisions in self.of_key.values():
+            revisions.sort()
+        self.unwritten = {  # key -> revisions only readers or watchers reported (no recorded write did)
+            key: [r for r in revisions if r not in written] for key, revisions in self.of_key.items()
+        }
+
+    def divergent(self, found: list[Anomaly]) -> None:
+        """Revisions reported with two different entries."""
+        for revision, held in sorted(self.entries.items()):
+            if len(held) > 1:
+                shown = ", ".join(f"{key}={value!r}" for key, value in held)
+                description = f"revision {revision} was reported as {len(held)} different entries: {shown}"
+                found.append(anomaly("watch-divergent", next(iter(held))[0], description, *held.values()))
+
+    def newer_before(self, key: str, revision: int, time_ns: int) -> int:
+        """How many revisions of ``key`` above ``revision`` may have been stored before ``time_ns``, counted
+        generously: the writes invoked before it that reported a higher revision or none (an unknown outcome may
+        have landed anywhere), and every higher revision that only readers reported (its write is not in the
+        history, so when it was stored is not known)."""
+        writes = sum(1 for t, r in self.writes.get(key, ()) if t < time_ns and (r is None or r > revision))
+        others = self.unwritten.get(key, [])
+        return writes + len(others) - bisect.bisect_right(others, revision)
+
+
+def _order(reader: str, ops: list[Operation], found: list[Anomaly]) -> None:
+    """Each key's revisions must grow from one delivery to the next."""
+    latest: dict[str, Operation] = {}
+    seen: dict[tuple[str, int], Operation] = {}
+    for op in ops:
+        revision = op.revision or 0
+        earlier = seen.get((op.key, revision))
+        if earlier is not None:
+            description = f"{reader} got revision {revision} of {op.key!r} twice"
+            found.append(anomaly("watch-duplicate", op.key, description, op, earlier))
+            continue
+        seen[(op.key, revision)] = op
+        last = latest.get(op.key)
+        if last is not None and (last.revision or 0) > revision:
+            description = f"{reader} got revision {revision} of {op.key!r} after revision {last.revision}"
+            found.append(anomaly("watch-out-of-order", op.key, description, op, last))
+            continue
+        latest[op.key] = op
+
+
+def _skips(reader: str, ops: list[Operation], known: _Revisions, kept: int | None, found: list[Anomaly]) -> None:
+    """Revisions of a key the watcher went past without getting them (see the module docstring)."""
+    first: dict[str, int] = {}
+    got: dict[str, set[int]] = {}
+    for op in ops:
+        revision = op.revision or 0
+        first[op.key] = min(first.get(op.key, revision), revision)
+        got.setdefault(op.key, set()).add(revision)
+    if not ops:
+        return
+    delivered = sorted((op.revision or 0, op.invoke_ns) for op in ops)
+    highest = delivered[-1][0]
+    for key, start in sorted(first.items()):
+        for revision in known.of_key.get(key, []):
+            if not start < revision < highest or revision in got[key]:
+                continue
+            # When the watcher went past it: the first delivery of a higher revision.
+            past = delivered[bisect.bisect_right(delivered, (revision, _NEVER))][1]
+            if kept is not None and known.newer_before(key, revision, past) >= kept:
+                continue  # the bucket may have dropped it before the watcher got there
+            evidence = next(iter(known.entries[revision].values()))
+            description = f"{reader} went past revision {revision} of {key!r} without getting it"
+            found.append(anomaly("watch-lost-update", key, description, evidence))
