@@ -25,7 +25,11 @@ code that uses it:
   linearizability checker) with ``_linearizable.py`` (its search) and ``_anomalies.py`` (its explanations and
   every checker's anomaly kinds), ``_queue_checker.py`` (check_queue: lost, duplicated, reordered messages),
   ``_watch_checker.py`` (check_watches: key-value watchers), ``_report.py`` (check_all and the table in Jepsen's
-  terms); imported on first use, like the proxy.
+  terms), and the workloads that record such histories on an EmbeddedCluster while ``_nemesis.py`` breaks it:
+  ``_runner.py`` (ClusterWorkload: parts run together on shared clients under one nemesis),
+  ``_kv_workload.py`` (KVWorkload: reads, writes, compare-and-sets and watchers of a bucket) and
+  ``_queue_workload.py`` (QueueWorkload: producers and readers of streams); imported on first use, like the
+  proxy.
 """
 
 from __future__ import annotations
@@ -53,6 +57,8 @@ if TYPE_CHECKING:
     from ._history import PendingOperation as PendingOperation
     from ._kv_workload import KVWorkload as KVWorkload
     from ._kv_workload import KVWorkloadResult as KVWorkloadResult
+    from ._nemesis import EVERY_FAULT as EVERY_FAULT
+    from ._nemesis import FAULTS as FAULTS
     from ._nemesis import Nemesis as Nemesis
     from ._nemesis import pause_node as pause_node
     from ._nemesis import resume_node as resume_node
@@ -65,8 +71,13 @@ if TYPE_CHECKING:
     from ._queue_checker import QueueCheck as QueueCheck
     from ._queue_checker import StreamCheck as StreamCheck
     from ._queue_checker import check_queue as check_queue
+    from ._queue_workload import QueueWorkload as QueueWorkload
     from ._report import HistoryChecks as HistoryChecks
     from ._report import check_all as check_all
+    from ._runner import ClusterWorkload as ClusterWorkload
+    from ._runner import Crew as Crew
+    from ._runner import WorkloadPart as WorkloadPart
+    from ._runner import WorkloadResult as WorkloadResult
     from ._scripted import ReplyScript as ReplyScript
     from ._scripted import ScriptedAnswer as ScriptedAnswer
     from ._scripted import ScriptedReply as ScriptedReply
@@ -78,12 +89,16 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ANOMALY_KINDS",
+    "EVERY_FAULT",
     "EXPECTED_QUEUE_KINDS",
+    "FAULTS",
     "QUEUE_ANOMALY_KINDS",
     "WATCH_ANOMALY_KINDS",
     "Anomaly",
     "CheckResult",
     "ClusterError",
+    "ClusterWorkload",
+    "Crew",
     "EmbeddedCluster",
     "EmbeddedServer",
     "FaultProxy",
@@ -101,6 +116,7 @@ __all__ = [
     "Operation",
     "PendingOperation",
     "QueueCheck",
+    "QueueWorkload",
     "ReplyScript",
     "ScriptedAnswer",
     "ScriptedReply",
@@ -112,6 +128,8 @@ __all__ = [
     "StepDownError",
     "StreamCheck",
     "WatchCheck",
+    "WorkloadPart",
+    "WorkloadResult",
     "check_all",
     "check_history",
     "check_queue",
@@ -138,7 +156,9 @@ _LAZY.update(dict.fromkeys(("QueueCheck", "StreamCheck", "check_queue"), "._queu
 _LAZY.update(dict.fromkeys(("WatchCheck", "check_watches"), "._watch_checker"))
 _LAZY.update(dict.fromkeys(("HistoryChecks", "check_all"), "._report"))
 _LAZY.update(dict.fromkeys(("KVWorkload", "KVWorkloadResult"), "._kv_workload"))
-_LAZY.update(dict.fromkeys(("Nemesis", "pause_node", "resume_node"), "._nemesis"))
+_LAZY.update(dict.fromkeys(("EVERY_FAULT", "FAULTS", "Nemesis", "pause_node", "resume_node"), "._nemesis"))
+_LAZY.update(dict.fromkeys(("ClusterWorkload", "Crew", "WorkloadPart", "WorkloadResult"), "._runner"))
+_LAZY["QueueWorkload"] = "._queue_workload"
 _LAZY.update(
     dict.fromkeys(
         ("ReplyScript", "ScriptedAnswer", "ScriptedReply", "ScriptedRequest", "ScriptedServer", "ScriptedServerError"),

@@ -149,11 +149,13 @@ def check_all(
     *,
     time_limit: float = DEFAULT_TIME_LIMIT,
     kept: int | None = None,
+    watchers_to_end: bool = False,
     deleted: Mapping[str, Collection[int]] | None = None,
 ) -> HistoryChecks:
     """Run every checker on ``history``: ``time_limit`` goes to :func:`check_history` (seconds of search per
-    key), ``kept`` to :func:`check_watches` (the bucket's history per key), ``deleted`` to :func:`check_queue`
-    (sequences deleted on purpose, per stream)."""
+    key), ``kept`` and ``watchers_to_end`` to :func:`check_watches` (the bucket's history per key; whether the
+    watchers ran until they had everything), ``deleted`` to :func:`check_queue` (sequences deleted on purpose,
+    per stream)."""
     if not isinstance(history, History):
         history = History(list(history))
     counts: dict[str, int] = {}
@@ -163,6 +165,6 @@ def check_all(
     return HistoryChecks(
         queue=check_queue(history, deleted=deleted),
         kv=check_history(history, time_limit=time_limit),
-        watches=check_watches(history, kept=kept),
+        watches=check_watches(history, kept=kept, to_end=watchers_to_end),
         register_counts=counts,
     )

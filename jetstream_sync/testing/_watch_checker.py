@@ -10,7 +10,9 @@ What the checker reports, by kind:
 - ``watch-duplicate``: a watcher got the same revision of a key twice.
 - ``watch-lost-update``: a watcher skipped a revision of a key that was stored: after the first revision of
   that key it got, and before the highest revision it got (of any key, since it reads the stream in order), a
-  revision it never got. The bucket's own history limit excuses a skip: a watcher that fell behind by more than
+  revision it never got; with ``to_end``, after that too, up to the last revision reported of the keys it
+  watched (for a history whose watchers ran until they had everything). The bucket's own history limit
+  excuses a skip: a watcher that fell behind by more than
   ``kept`` writes to one key cannot get the older ones (the stream dropped them), so a skipped revision counts
   only when fewer than ``kept`` newer writes of that key can have been stored before the watcher went past it.
 - ``watch-divergent``: one revision held two different entries (a watcher and an acknowledged write, or two
@@ -41,12 +43,15 @@ _NEVER = 1 << 62  # the time of an operation that may still take effect: after e
 @attrs.frozen(kw_only=True)
 class WatchCheck:
     """The verdict on every watcher of a history: ``valid`` when none has an anomaly. ``deliveries`` counts the
-    entries each watcher got; ``counts`` holds every kind of :data:`WATCH_ANOMALY_KINDS` (zeros included)."""
+    entries each watcher got; ``excused`` how many revisions each skipped that the bucket's history limit
+    explains (the check could not hold those against it); ``counts`` holds every kind of
+    :data:`WATCH_ANOMALY_KINDS` (zeros included)."""
 
     deliveries: dict[str, int]
     counts: dict[WatchAnomalyKind, int]
     anomalies: tuple[Anomaly, ...]
     origin_ns: int
+    excused: dict[str, int] = attrs.field(factory=dict)
 
     @property
     def valid(self) -> bool:
@@ -61,8 +66,10 @@ class WatchCheck:
         """A report in a few lines: the verdict, counts, deliveries per watcher, and up to ``examples``
         anomalies per kind."""
         watchers = ", ".join(f"{reader} {n}" for reader, n in self.deliveries.items()) or "none"
+        excused = ", ".join(f"{reader} {n}" for reader, n in self.excused.items() if n) or "none"
         lines = [
-            f"watchers: {'valid' if self.valid else 'INVALID'} (entries: {watchers})",
+            f"watchers: {'valid' if self.valid else 'INVALID'} (entries: {watchers}; skips the bucket's history "
+            f"limit explains: {excused})",
             "anomalies: " + ", ".join(f"{kind} {self.counts[kind]}" for kind in WATCH_ANOMALY_KINDS),
         ]
         for kind in WATCH_ANOMALY_KINDS:
@@ -71,13 +78,21 @@ class WatchCheck:
 
     def to_json(self) -> dict[str, Any]:
         """The verdict, counts and deliveries as JSON-ready values (for a results file)."""
-        return {"valid": self.valid, "counts": dict(self.counts), "deliveries": dict(self.deliveries)}
+        return {
+            "valid": self.valid,
+            "counts": dict(self.counts),
+            "deliveries": dict(self.deliveries),
+            "excused": dict(self.excused),
+        }
 
 
-def check_watches(history: History | Iterable[Operation], *, kept: int | None = None) -> WatchCheck:
+def check_watches(
+    history: History | Iterable[Operation], *, kept: int | None = None, to_end: bool = False
+) -> WatchCheck:
     """Check the ``watch`` operations of a history (see the module docstring). ``kept``: how many revisions per
     key the bucket keeps (its ``history``; None when it drops none), which excuses a watcher that fell that far
-    behind for the revisions it could not get."""
+    behind for the revisions it could not get. ``to_end``: the watchers ran until they had every write, so what
+    they lack at the end is lost too."""
     operations = history.operations if isinstance(history, History) else list(history)
     known = _Revisions(operations)
     found: list[Anomaly] = []
@@ -86,16 +101,18 @@ def check_watches(history: History | Iterable[Operation], *, kept: int | None = 
     for op in operations:
         if op.kind == "watch":
             watches.setdefault(op.reader or "", []).append(op)
+    excused: dict[str, int] = {}
     for reader, ops in sorted(watches.items()):
         ops.sort(key=lambda op: (op.invoke_ns, op.index))
         _order(reader, ops, found)
-        _skips(reader, ops, known, kept, found)
+        excused[reader] = _skips(reader, ops, known, kept, to_end, found)
     tally = Counter(found_one.kind for found_one in found)
     return WatchCheck(
         deliveries={reader: len(ops) for reader, ops in sorted(watches.items())},
         counts={kind: tally[kind] for kind in WATCH_ANOMALY_KINDS},
         anomalies=tuple(sorted(found, key=lambda a: a.time_ns)),
         origin_ns=min((op.invoke_ns for op in operations), default=0),
+        excused=excused,
     )
 
 
@@ -170,26 +187,39 @@ def _order(reader: str, ops: list[Operation], found: list[Anomaly]) -> None:
         latest[op.key] = op
 
 
-def _skips(reader: str, ops: list[Operation], known: _Revisions, kept: int | None, found: list[Anomaly]) -> None:
-    """Revisions of a key the watcher went past without getting them (see the module docstring)."""
+def _skips(
+    reader: str, ops: list[Operation], known: _Revisions, kept: int | None, to_end: bool, found: list[Anomaly]
+) -> int:
+    """Revisions of a key the watcher went past without getting them (see the module docstring); returns how
+    many skips the history limit excused."""
     first: dict[str, int] = {}
     got: dict[str, set[int]] = {}
     for op in ops:
         revision = op.revision or 0
         first[op.key] = min(first.get(op.key, revision), revision)
         got.setdefault(op.key, set()).add(revision)
+    excused = 0
     if not ops:
-        return
+        return excused
     delivered = sorted((op.revision or 0, op.invoke_ns) for op in ops)
-    highest = delivered[-1][0]
+    end = delivered[-1][0]
+    if to_end:
+        end = max(end, *(known.of_key[key][-1] for key in first if known.of_key.get(key)))
     for key, start in sorted(first.items()):
         for revision in known.of_key.get(key, []):
-            if not start < revision < highest or revision in got[key]:
+            if not start < revision <= end or revision in got[key]:
                 continue
-            # When the watcher went past it: the first delivery of a higher revision.
-            past = delivered[bisect.bisect_right(delivered, (revision, _NEVER))][1]
+            # When the watcher went past it: the first delivery of a higher revision (never: the end).
+            after = bisect.bisect_right(delivered, (revision, _NEVER))
+            past = delivered[after][1] if after < len(delivered) else _NEVER
             if kept is not None and known.newer_before(key, revision, past) >= kept:
-                continue  # the bucket may have dropped it before the watcher got there
+                excused += 1  # the bucket may have dropped it before the watcher got there
+                continue
             evidence = next(iter(known.entries[revision].values()))
-            description = f"{reader} went past revision {revision} of {key!r} without getting it"
+            description = (
+                f"{reader} went past revision {revision} of {key!r} without getting it"
+                if past != _NEVER
+                else f"{reader} never got revision {revision} of {key!r} (the last it got was {delivered[-1][0]})"
+            )
             found.append(anomaly("watch-lost-update", key, description, evidence))
+    return excused

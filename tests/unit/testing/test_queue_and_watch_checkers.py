@@ -290,8 +290,23 @@ def test_a_skip_the_buckets_history_limit_explains_is_not_a_lost_update():
     h.write("a", "v4", 4)
     h.watch("a", "v4", 4)
     assert check_watches(h.ops, kept=1).valid
+    assert check_watches(h.ops, kept=1).excused == {"w1": 1}
     assert check_watches(h.ops, kept=2).counts["watch-lost-update"] == 1
     assert check_watches(h.ops).counts["watch-lost-update"] == 1
+
+
+def test_a_watcher_that_stopped_before_the_last_writes_lost_them_when_it_was_to_run_to_the_end():
+    """Without ``to_end`` a watcher is held to what lies below the highest revision it got; with it (the
+    workload waited until the watchers had everything), the writes after that count too. The last revision of
+    a key is never dropped by the history limit, so ``kept`` excuses none of it."""
+    h = watched_writes()
+    del h.ops[-2:]  # the watcher stopped after revision 4
+    assert check_watches(h.ops).valid
+    result = check_watches(h.ops, to_end=True, kept=1)
+    assert [a.description for a in result.examples("watch-lost-update")] == [
+        "w1 never got revision 5 of 'b' (the last it got was 4)",
+        "w1 never got revision 6 of 'a' (the last it got was 4)",
+    ]
 
 
 def test_a_watcher_that_reorders_or_repeats_a_revision_is_caught():
