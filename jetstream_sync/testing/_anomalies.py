@@ -28,7 +28,7 @@ from __future__ import annotations
 import bisect
 import time
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, get_args
 
 import attrs
 
@@ -72,29 +72,14 @@ QueueAnomalyKind = Literal[
     "refused-but-stored",
 ]
 #: every finding of ``check_queue``, in the order reports list them (see ``_queue_checker.py``)
-QUEUE_ANOMALY_KINDS: tuple[QueueAnomalyKind, ...] = (
-    "lost",
-    "duplicate",
-    "redelivered",
-    "republished",
-    "out-of-order",
-    "ordered-gap",
-    "divergent",
-    "unexpected",
-    "refused-but-stored",
-)
+QUEUE_ANOMALY_KINDS: tuple[QueueAnomalyKind, ...] = get_args(QueueAnomalyKind)
 #: the duplicates at-least-once delivery allows: a redelivery to a reader that acks, and a message stored twice
 #: because it was published again without a msg_id after an unknown outcome
 EXPECTED_QUEUE_KINDS: frozenset[QueueAnomalyKind] = frozenset({"redelivered", "republished"})
 
 WatchAnomalyKind = Literal["watch-out-of-order", "watch-duplicate", "watch-lost-update", "watch-divergent"]
 #: every anomaly kind of ``check_watches``, in the order reports list them (see ``_watch_checker.py``)
-WATCH_ANOMALY_KINDS: tuple[WatchAnomalyKind, ...] = (
-    "watch-out-of-order",
-    "watch-duplicate",
-    "watch-lost-update",
-    "watch-divergent",
-)
+WATCH_ANOMALY_KINDS: tuple[WatchAnomalyKind, ...] = get_args(WatchAnomalyKind)
 
 
 @attrs.frozen(kw_only=True)

@@ -27,7 +27,7 @@ import attrs
 
 from ..errors import InvalidArgumentError
 from ._anomalies import ANOMALY_KINDS, Anomaly, AnomalyKind, classify, explain
-from ._history import REGISTER_KINDS, History, HistoryEvent, Operation
+from ._history import REGISTER_KINDS, History, HistoryEvent, Operation, operations_and_events
 from ._linearizable import prepare, search
 
 __all__ = ["CheckResult", "KeyResult", "Verdict", "check_history"]
@@ -140,13 +140,8 @@ def check_history(
     """
     if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or time_limit <= 0:
         raise InvalidArgumentError("time_limit", f"must be a positive number of seconds, got {time_limit!r}")
-    events: tuple[HistoryEvent, ...] = ()
-    if isinstance(history, History):
-        events = tuple(history.events)
-        operations = history.operations
-    else:
-        operations = list(history)
-    operations = [op for op in operations if op.kind in REGISTER_KINDS]
+    everything, events = operations_and_events(history)
+    operations = [op for op in everything if op.kind in REGISTER_KINDS]
     by_key: dict[str, list[Operation]] = {}
     for op in operations:
         by_key.setdefault(op.key, []).append(op)

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "OBSERVATIONS",
+    "operations_and_events",
     "REGISTER_KINDS",
     "History",
     "HistoryEvent",
@@ -457,3 +458,11 @@ class History:
                 except (ValueError, KeyError, TypeError, AttributeError) as exc:
                     raise InvalidArgumentError("path", f"{path}: line {number} is not a history line: {exc}") from exc
         return cls(operations, events)
+
+
+def operations_and_events(history: History | Iterable[Operation]) -> tuple[list[Operation], tuple[HistoryEvent, ...]]:
+    """What a checker reads of what it is given: a History's operations and events, or a list of operations
+    (from a saved or hand-made history) and no events."""
+    if isinstance(history, History):
+        return history.operations, tuple(history.events)
+    return list(history), ()

@@ -39,7 +39,7 @@ from typing import Any
 import attrs
 
 from ._anomalies import EXPECTED_QUEUE_KINDS, QUEUE_ANOMALY_KINDS, Anomaly, QueueAnomalyKind, anomaly
-from ._history import History, HistoryEvent, Operation
+from ._history import History, HistoryEvent, Operation, operations_and_events
 
 __all__ = ["NO_ACK_VIAS", "QueueCheck", "StreamCheck", "check_queue"]
 
@@ -142,12 +142,7 @@ def check_queue(
     """Check the ``publish`` and ``receive`` operations of a history, stream by stream (see the module
     docstring). ``deleted`` names, per stream, the sequences deleted on purpose (``Stream.delete_msg``, a purge):
     no reader is expected to get them and an ordered reader may skip them."""
-    events: tuple[HistoryEvent, ...] = ()
-    if isinstance(history, History):
-        events = tuple(history.events)
-        operations = history.operations
-    else:
-        operations = list(history)
+    operations, events = operations_and_events(history)
     by_stream: dict[str, list[Operation]] = {}
     for op in operations:
         if op.kind in ("publish", "receive"):

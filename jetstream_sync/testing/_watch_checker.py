@@ -32,7 +32,7 @@ from typing import Any
 import attrs
 
 from ._anomalies import WATCH_ANOMALY_KINDS, Anomaly, WatchAnomalyKind, anomaly
-from ._history import History, Operation
+from ._history import History, Operation, operations_and_events
 
 __all__ = ["WatchCheck", "check_watches"]
 
@@ -93,7 +93,7 @@ def check_watches(
     key the bucket keeps (its ``history``; None when it drops none), which excuses a watcher that fell that far
     behind for the revisions it could not get. ``to_end``: the watchers ran until they had every write, so what
     they lack at the end is lost too."""
-    operations = history.operations if isinstance(history, History) else list(history)
+    operations, _events = operations_and_events(history)
     known = _Revisions(operations)
     found: list[Anomaly] = []
     known.divergent(found)

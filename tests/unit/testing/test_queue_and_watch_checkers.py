@@ -356,28 +356,19 @@ def test_a_non_linearizable_compare_and_set_in_a_mixed_history_fails_the_registe
     base = h.clock
     h._add(process=40, kind="write", key="k", value="x", revision=100, outcome="ok", call=base + 1, ret=base + 2)
     # Two compare-and-sets from "x", both acknowledged, one after the other: the second found "y", not "x".
-    h._add(
-        process=41,
-        kind="cas",
-        key="k",
-        expected="x",
-        value="y",
-        revision=101,
-        outcome="ok",
-        call=base + 3,
-        ret=base + 4,
-    )
-    h._add(
-        process=42,
-        kind="cas",
-        key="k",
-        expected="x",
-        value="z",
-        revision=102,
-        outcome="ok",
-        call=base + 5,
-        ret=base + 6,
-    )
+    for p, value, rev in [(41, "y", 101), (42, "z", 102)]:
+        step = 2 * (rev - 100)
+        h._add(
+            process=p,
+            kind="cas",
+            key="k",
+            expected="x",
+            value=value,
+            revision=rev,
+            outcome="ok",
+            call=base + 1 + step,
+            ret=base + 2 + step,
+        )
     checks = check_all(h.ops)
     assert checks.valid is False and checks.queue.valid
     assert checks.kv.verdict == "fail" and checks.kv.counts["lost-update"] == 1
