@@ -53,13 +53,14 @@ def run(
     seed = int(os.environ.get("JETSTREAM_SYNC_HISTORY_SEED") or random.randrange(1 << 30))
     kv = KVWorkload(
         cluster,
-        threads=4,
+        threads=6,
         watchers=2,
         history=64,  # the most a bucket keeps: a watcher that falls behind loses the least
         read="leader",
         read_share=0.0,
         cas_share=0.5,
         record_cas_reads=False,  # the compare-and-set history; reads under partitions: docs/upstream
+        rate=5.0,  # slow enough that 64 revisions per key outlast a watcher stalled by a fault
     )
     workload = ClusterWorkload(
         cluster,
