@@ -67,9 +67,9 @@ def test_a_fetch_while_its_consumer_elects_a_leader_waits_for_the_new_leader(nat
 
 
 #: the JetStream context's timeout, long as code that rides out elections sets it (the runs used 30 s)
-CONTEXT_TIMEOUT = 20.0
+CONTEXT_TIMEOUT = 12.0
 #: how soon a watcher should deliver again after a reconnect whose first reset request was lost
-RESUMES_WITHIN = 8.0
+RESUMES_WITHIN = 6.0
 
 
 @pytest.mark.xfail(
