@@ -122,14 +122,7 @@ class _Revisions:
 
     def __init__(self, operations: list[Operation]) -> None:
         self.entries: dict[int, dict[tuple[str, str | None], Operation]] = {}
-        # key -> (invocation, revision if reported) of each of its writes that may have taken effect
-        self.writes: dict[str, list[tuple[int, int | None]]] = {}
-        written: set[int] = set()
         for op in operations:
-            if op.kind in ("write", "cas") and op.outcome != "fail":
-                self.writes.setdefault(op.key, []).append((op.invoke_ns, op.revision if op.outcome == "ok" else None))
-                if op.outcome == "ok" and op.revision is not None:
-                    written.add(op.revision)
             if op.outcome != "ok" or op.revision is None:
                 continue
             if op.kind in ("write", "cas"):
@@ -139,13 +132,29 @@ class _Revisions:
             else:
                 continue
             self.entries.setdefault(op.revision, {}).setdefault((op.key, held), op)
+        # A write of unknown outcome that somebody saw stored has the revision it was seen at (when its value
+        # was written only once, so the sighting can only be its own).
+        seen_at = {(key, value): revision for revision, held in self.entries.items() for key, value in held}
+        once = Counter((op.key, op.value) for op in operations if op.kind in ("write", "cas") and op.outcome != "fail")
+        # key -> (invocation, revision if known) of each of its writes that may have taken effect
+        self.writes: dict[str, list[tuple[int, int | None]]] = {}
+        written: set[int] = set()
+        for op in operations:
+            if op.kind not in ("write", "cas") or op.outcome == "fail":
+                continue
+            revision = op.revision if op.outcome == "ok" else None
+            if revision is None and once[(op.key, op.value)] == 1:
+                revision = seen_at.get((op.key, op.value))
+            self.writes.setdefault(op.key, []).append((op.invoke_ns, revision))
+            if revision is not None:
+                written.add(revision)
         self.of_key: dict[str, list[int]] = {}
         for revision, entries in self.entries.items():
             for key, _value in entries:
                 self.of_key.setdefault(key, []).append(revision)
         for revisions in self.of_key.values():
             revisions.sort()
-        self.unwritten = {  # key -> revisions only readers or watchers reported (no recorded write did)
+        self.unwritten = {  # key -> revisions only readers or watchers reported (no recorded write is theirs)
             key: [r for r in revisions if r not in written] for key, revisions in self.of_key.items()
         }
 
@@ -159,9 +168,9 @@ class _Revisions:
 
     def newer_before(self, key: str, revision: int, time_ns: int) -> int:
         """How many revisions of ``key`` above ``revision`` may have been stored before ``time_ns``, counted
-        generously: the writes invoked before it that reported a higher revision or none (an unknown outcome may
-        have landed anywhere), and every higher revision that only readers reported (its write is not in the
-        history, so when it was stored is not known)."""
+        generously: the writes invoked before it whose revision (its own, or the one its value was seen at) is
+        higher or unknown (an unknown outcome nobody saw may have landed anywhere), and every higher revision that
+        only readers reported (its write is not in the history, so when it was stored is not known)."""
         writes = sum(1 for t, r in self.writes.get(key, ()) if t < time_ns and (r is None or r > revision))
         others = self.unwritten.get(key, [])
         return writes + len(others) - bisect.bisect_right(others, revision)

@@ -295,6 +295,20 @@ def test_a_skip_the_buckets_history_limit_explains_is_not_a_lost_update():
     assert check_watches(h.ops).counts["watch-lost-update"] == 1
 
 
+def test_a_write_of_unknown_outcome_seen_below_the_skipped_revision_does_not_excuse_the_skip():
+    """The write of "x" never completed (info), but a watcher saw it stored at revision 1: it cannot be one of
+    the newer writes that made the bucket drop revision 2, so one newer write (revision 3) is all there is, and
+    a history of 2 per key would have kept revision 2."""
+    h = Ops()
+    h.write("a", "x", None, outcome="info")
+    h.watch("a", "x", 1)
+    h.write("a", "v2", 2)
+    h.write("a", "v3", 3)
+    h.watch("a", "v3", 3)
+    assert check_watches(h.ops, kept=2).counts["watch-lost-update"] == 1
+    assert check_watches(h.ops, kept=1).valid
+
+
 def test_a_watcher_that_stopped_before_the_last_writes_lost_them_when_it_was_to_run_to_the_end():
     """Without ``to_end`` a watcher is held to what lies below the highest revision it got; with it (the
     workload waited until the watchers had everything), the writes after that count too. The last revision of
