@@ -227,8 +227,7 @@ class KVWorkload:
         self._handles = [client.jetstream(timeout=self.op_timeout).key_value(self.bucket) for client in clients]
         self._processes = [history.new_process(modulo=self.threads, remainder=t) for t in range(self.threads)]
         for w in range(self.watchers):
-            # The operations' timeout: a watch's reset after a reconnect waits that long for a lost request
-            # (tests/server/cluster/test_history_findings.py), and a watcher that long behind misses revisions.
+            # The operations' timeout, as the other handles (the watch's resets ask within a share of it).
             kv = clients[w % len(clients)].jetstream(timeout=self.op_timeout).key_value(self.bucket)
             watcher = kv.watch(">")  # created here, so it sees every write from the first
             crew.start(f"kv-watcher-{w}", functools.partial(self._watch, w, watcher, crew), reader=True)
