@@ -22,9 +22,14 @@ code that uses it:
 - ``_scripted.py``: ScriptedServer, a fake NATS server on loopback that a test scripts (malformed replies, raw
   frames, cut connections), for what a real server never does; imported on first use, like the proxy.
 - ``_history.py`` (History, the recorder of a Jepsen-style history), ``_checker.py`` (check_history, the
-  linearizability checker) with ``_linearizable.py`` (its search) and ``_anomalies.py`` (its explanations), and
-  ``_kv_workload.py`` (KVWorkload: threads reading and writing an R3 bucket while ``_nemesis.py`` breaks the
-  cluster); imported on first use, like the proxy.
+  linearizability checker) with ``_linearizable.py`` (its search) and ``_anomalies.py`` (its explanations and
+  every checker's anomaly kinds), ``_queue_checker.py`` (check_queue: lost, duplicated, reordered messages),
+  ``_watch_checker.py`` (check_watches: key-value watchers), ``_report.py`` (check_all and the table in Jepsen's
+  terms), and the workloads that record such histories on an EmbeddedCluster while ``_nemesis.py`` breaks it:
+  ``_runner.py`` (ClusterWorkload: parts run together on shared clients under one nemesis),
+  ``_kv_workload.py`` (KVWorkload: reads, writes, compare-and-sets and watchers of a bucket) and
+  ``_queue_workload.py`` (QueueWorkload: producers and readers of streams); imported on first use, like the
+  proxy.
 """
 
 from __future__ import annotations
@@ -36,6 +41,9 @@ from ._server import EmbeddedServer, ServerNotInstalledError, ServerStartError, 
 
 if TYPE_CHECKING:
     from ._anomalies import ANOMALY_KINDS as ANOMALY_KINDS
+    from ._anomalies import EXPECTED_QUEUE_KINDS as EXPECTED_QUEUE_KINDS
+    from ._anomalies import QUEUE_ANOMALY_KINDS as QUEUE_ANOMALY_KINDS
+    from ._anomalies import WATCH_ANOMALY_KINDS as WATCH_ANOMALY_KINDS
     from ._anomalies import Anomaly as Anomaly
     from ._checker import CheckResult as CheckResult
     from ._checker import KeyResult as KeyResult
@@ -49,6 +57,8 @@ if TYPE_CHECKING:
     from ._history import PendingOperation as PendingOperation
     from ._kv_workload import KVWorkload as KVWorkload
     from ._kv_workload import KVWorkloadResult as KVWorkloadResult
+    from ._nemesis import EVERY_FAULT as EVERY_FAULT
+    from ._nemesis import FAULTS as FAULTS
     from ._nemesis import Nemesis as Nemesis
     from ._nemesis import pause_node as pause_node
     from ._nemesis import resume_node as resume_node
@@ -58,18 +68,37 @@ if TYPE_CHECKING:
     from ._proxy import Frame as Frame
     from ._proxy import FramePredicate as FramePredicate
     from ._proxy import FrameRule as FrameRule
+    from ._queue_checker import QueueCheck as QueueCheck
+    from ._queue_checker import StreamCheck as StreamCheck
+    from ._queue_checker import check_queue as check_queue
+    from ._queue_workload import QueueWorkload as QueueWorkload
+    from ._report import HistoryChecks as HistoryChecks
+    from ._report import check_all as check_all
+    from ._runner import ClusterWorkload as ClusterWorkload
+    from ._runner import Crew as Crew
+    from ._runner import WorkloadPart as WorkloadPart
+    from ._runner import WorkloadResult as WorkloadResult
     from ._scripted import ReplyScript as ReplyScript
     from ._scripted import ScriptedAnswer as ScriptedAnswer
     from ._scripted import ScriptedReply as ScriptedReply
     from ._scripted import ScriptedRequest as ScriptedRequest
     from ._scripted import ScriptedServer as ScriptedServer
     from ._scripted import ScriptedServerError as ScriptedServerError
+    from ._watch_checker import WatchCheck as WatchCheck
+    from ._watch_checker import check_watches as check_watches
 
 __all__ = [
     "ANOMALY_KINDS",
+    "EVERY_FAULT",
+    "EXPECTED_QUEUE_KINDS",
+    "FAULTS",
+    "QUEUE_ANOMALY_KINDS",
+    "WATCH_ANOMALY_KINDS",
     "Anomaly",
     "CheckResult",
     "ClusterError",
+    "ClusterWorkload",
+    "Crew",
     "EmbeddedCluster",
     "EmbeddedServer",
     "FaultProxy",
@@ -78,6 +107,7 @@ __all__ = [
     "FramePredicate",
     "FrameRule",
     "History",
+    "HistoryChecks",
     "HistoryEvent",
     "KVWorkload",
     "KVWorkloadResult",
@@ -85,6 +115,8 @@ __all__ = [
     "Nemesis",
     "Operation",
     "PendingOperation",
+    "QueueCheck",
+    "QueueWorkload",
     "ReplyScript",
     "ScriptedAnswer",
     "ScriptedReply",
@@ -94,7 +126,14 @@ __all__ = [
     "ServerNotInstalledError",
     "ServerStartError",
     "StepDownError",
+    "StreamCheck",
+    "WatchCheck",
+    "WorkloadPart",
+    "WorkloadResult",
+    "check_all",
     "check_history",
+    "check_queue",
+    "check_watches",
     "find_server_binary",
     "pause_node",
     "resume_node",
@@ -107,9 +146,19 @@ _LAZY = dict.fromkeys(("Direction", "FaultProxy", "FaultProxyError", "Frame", "F
 _LAZY.update(dict.fromkeys(("ClusterError", "EmbeddedCluster", "StepDownError"), "._cluster"))
 _LAZY.update(dict.fromkeys(("History", "HistoryEvent", "Operation", "PendingOperation"), "._history"))
 _LAZY.update(dict.fromkeys(("CheckResult", "KeyResult", "check_history"), "._checker"))
-_LAZY.update(dict.fromkeys(("ANOMALY_KINDS", "Anomaly"), "._anomalies"))
+_LAZY.update(
+    dict.fromkeys(
+        ("ANOMALY_KINDS", "EXPECTED_QUEUE_KINDS", "QUEUE_ANOMALY_KINDS", "WATCH_ANOMALY_KINDS", "Anomaly"),
+        "._anomalies",
+    )
+)
+_LAZY.update(dict.fromkeys(("QueueCheck", "StreamCheck", "check_queue"), "._queue_checker"))
+_LAZY.update(dict.fromkeys(("WatchCheck", "check_watches"), "._watch_checker"))
+_LAZY.update(dict.fromkeys(("HistoryChecks", "check_all"), "._report"))
 _LAZY.update(dict.fromkeys(("KVWorkload", "KVWorkloadResult"), "._kv_workload"))
-_LAZY.update(dict.fromkeys(("Nemesis", "pause_node", "resume_node"), "._nemesis"))
+_LAZY.update(dict.fromkeys(("EVERY_FAULT", "FAULTS", "Nemesis", "pause_node", "resume_node"), "._nemesis"))
+_LAZY.update(dict.fromkeys(("ClusterWorkload", "Crew", "WorkloadPart", "WorkloadResult"), "._runner"))
+_LAZY["QueueWorkload"] = "._queue_workload"
 _LAZY.update(
     dict.fromkeys(
         ("ReplyScript", "ScriptedAnswer", "ScriptedReply", "ScriptedRequest", "ScriptedServer", "ScriptedServerError"),

@@ -18,6 +18,9 @@ rejected (or could not decide in time). Two explanations:
   *garbage read* returned a value nobody wrote. "Older" is by real time (its write completed before the newer
   one began) or by the revisions the server reported. A rejected key none of these rules explains gets one
   ``unclassified`` anomaly carrying the window.
+
+:class:`Anomaly` is also what the queue and watcher checkers (``_queue_checker.py``, ``_watch_checker.py``)
+report; their kinds are listed here with the register's, so that every report names them the same way.
 """
 
 from __future__ import annotations
@@ -25,17 +28,29 @@ from __future__ import annotations
 import bisect
 import time
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, get_args
 
 import attrs
 
 from ._history import Operation
 from ._linearizable import prepare, search
 
-__all__ = ["ANOMALY_KINDS", "Anomaly", "AnomalyKind", "classify", "explain"]
+__all__ = [
+    "ANOMALY_KINDS",
+    "EXPECTED_QUEUE_KINDS",
+    "QUEUE_ANOMALY_KINDS",
+    "WATCH_ANOMALY_KINDS",
+    "Anomaly",
+    "AnomalyKind",
+    "QueueAnomalyKind",
+    "WatchAnomalyKind",
+    "anomaly",
+    "classify",
+    "explain",
+]
 
 AnomalyKind = Literal["stale-read", "lost-write", "refused-but-applied", "lost-update", "garbage-read", "unclassified"]
-#: every anomaly kind, in the order reports list them
+#: every anomaly kind of a key-value register (``check_history``), in the order reports list them
 ANOMALY_KINDS: tuple[AnomalyKind, ...] = (
     "stale-read",
     "lost-write",
@@ -45,13 +60,35 @@ ANOMALY_KINDS: tuple[AnomalyKind, ...] = (
     "unclassified",
 )
 
+QueueAnomalyKind = Literal[
+    "lost",
+    "duplicate",
+    "redelivered",
+    "republished",
+    "out-of-order",
+    "ordered-gap",
+    "divergent",
+    "unexpected",
+    "refused-but-stored",
+]
+#: every finding of ``check_queue``, in the order reports list them (see ``_queue_checker.py``)
+QUEUE_ANOMALY_KINDS: tuple[QueueAnomalyKind, ...] = get_args(QueueAnomalyKind)
+#: the duplicates at-least-once delivery allows: a redelivery to a reader that acks, and a message stored twice
+#: because it was published again without a msg_id after an unknown outcome
+EXPECTED_QUEUE_KINDS: frozenset[QueueAnomalyKind] = frozenset({"redelivered", "republished"})
+
+WatchAnomalyKind = Literal["watch-out-of-order", "watch-duplicate", "watch-lost-update", "watch-divergent"]
+#: every anomaly kind of ``check_watches``, in the order reports list them (see ``_watch_checker.py``)
+WATCH_ANOMALY_KINDS: tuple[WatchAnomalyKind, ...] = get_args(WatchAnomalyKind)
+
 
 @attrs.frozen(kw_only=True)
 class Anomaly:
-    """One anomaly on one key: its kind, a sentence saying what happened, the operations that prove it (the
-    first is the one that shows it) and when it showed (``time_ns``, ``time.monotonic_ns()`` as the history)."""
+    """One anomaly on one key (or stream): its kind, a sentence saying what happened, the operations that prove
+    it (the first is the one that shows it) and when it showed (``time_ns``, ``time.monotonic_ns()`` as the
+    history)."""
 
-    kind: AnomalyKind
+    kind: AnomalyKind | QueueAnomalyKind | WatchAnomalyKind
     key: str
     description: str
     operations: tuple[Operation, ...]
@@ -255,7 +292,10 @@ def classify(key: str, ops: Sequence[Operation]) -> list[Anomaly]:
     return found
 
 
-def _anomaly(kind: AnomalyKind, key: str, description: str, *ops: Operation) -> Anomaly:
+def anomaly(
+    kind: AnomalyKind | QueueAnomalyKind | WatchAnomalyKind, key: str, description: str, *ops: Operation
+) -> Anomaly:
+    """An anomaly shown by ``ops[0]`` (at its completion, or its invocation if it never completed)."""
     shown = ops[0]
     return Anomaly(
         kind=kind,
@@ -294,7 +334,7 @@ def _lost_writes(key: str, facts: _Facts, found: list[Anomaly]) -> set[int]:
             continue
         lost.add(write.index)
         description = f"{write.kind} of {value!r} was acknowledged, no read ever saw it, and {why}"
-        found.append(_anomaly("lost-write", key, description, *evidence))
+        found.append(anomaly("lost-write", key, description, *evidence))
     return lost
 
 
@@ -305,7 +345,7 @@ def _stale_reads(key: str, facts: _Facts, writes: _Timeline, found: list[Anomaly
         value = read.result
         if value is not None and facts.writer(value) is None:
             if value not in facts.writers:
-                found.append(_anomaly("garbage-read", key, f"read returned {value!r}, which nobody wrote", read))
+                found.append(anomaly("garbage-read", key, f"read returned {value!r}, which nobody wrote", read))
             continue  # written only by a failed operation (refused-but-applied), or by several: no rule applies
         witness = writes.newer_before(read.invoke_ns, value)
         if witness is not None:
@@ -319,7 +359,7 @@ def _stale_reads(key: str, facts: _Facts, writes: _Timeline, found: list[Anomaly
         old_writer = facts.writer(value) if value is not None else None
         if old_writer is not None:
             evidence.append(old_writer)
-        found.append(_anomaly("stale-read", key, f"read returned {value!r}, but {why}", *evidence))
+        found.append(anomaly("stale-read", key, f"read returned {value!r}, but {why}", *evidence))
 
 
 def _refused_but_applied(key: str, facts: _Facts, found: list[Anomaly]) -> None:
@@ -332,7 +372,7 @@ def _refused_but_applied(key: str, facts: _Facts, found: list[Anomaly]) -> None:
             continue
         what = "read" if seen.kind == "read" else "the expected value of a successful cas"
         description = f"{op.kind} of {op.value!r} failed ({op.error}), yet its value was {what}"
-        found.append(_anomaly("refused-but-applied", key, description, seen, op))
+        found.append(anomaly("refused-but-applied", key, description, seen, op))
 
 
 def _lost_updates(key: str, facts: _Facts, writes: _Timeline, found: list[Anomaly]) -> None:
@@ -351,9 +391,9 @@ def _lost_updates(key: str, facts: _Facts, writes: _Timeline, found: list[Anomal
                 f"cas from {cas.expected!r} succeeded, but {witness.kind} of {witness.value!r} had replaced that "
                 "value before the cas began"
             )
-            found.append(_anomaly("lost-update", key, description, cas, witness))
+            found.append(anomaly("lost-update", key, description, cas, witness))
     for expected, group in by_expected.items():
         if len(group) > 1 and not flagged.intersection(op.index for op in group):
             group.sort(key=lambda op: op.complete_ns or 0)
             description = f"{len(group)} cas from {expected!r} all succeeded; a value written once is replaced once"
-            found.append(_anomaly("lost-update", key, description, *group))
+            found.append(anomaly("lost-update", key, description, *group))

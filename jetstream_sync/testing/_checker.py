@@ -1,7 +1,10 @@
 """check_history: is a recorded key-value history linearizable, and if not, what went wrong.
 
-Each key is checked on its own (linearizability is local), as a register with read, write and
-compare-and-set, by the search in ``_linearizable.py`` within a time budget per key: a key the search cannot
+It judges the register operations (``read``, ``write``, ``cas``) of a history and leaves the rest to the other
+checkers (``check_queue``, ``check_watches``), so one history can hold a whole run.
+
+Each key is checked on its own (linearizability is local), as a register with read, write and compare-and-set,
+by the search in ``_linearizable.py`` within a time budget per key: a key the search cannot
 decide in time is reported ``unknown``, never waited for. The named rules of ``_anomalies.py`` run on every key
 too: they also read the revisions the server reported, which the register does not model (a revision names one
 write, and revisions grow in the order writes take effect), so a key whose values alone can be ordered still
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
@@ -23,7 +27,7 @@ import attrs
 
 from ..errors import InvalidArgumentError
 from ._anomalies import ANOMALY_KINDS, Anomaly, AnomalyKind, classify, explain
-from ._history import History, HistoryEvent, Operation
+from ._history import REGISTER_KINDS, History, HistoryEvent, Operation, operations_and_events
 from ._linearizable import prepare, search
 
 __all__ = ["CheckResult", "KeyResult", "Verdict", "check_history"]
@@ -128,7 +132,7 @@ class CheckResult:
 def check_history(
     history: History | Iterable[Operation], *, time_limit: float = DEFAULT_TIME_LIMIT, explain_failures: bool = True
 ) -> CheckResult:
-    """Check a key-value history for linearizability, key by key (see the module docstring).
+    """Check the register operations of a history for linearizability, key by key (see the module docstring).
 
     ``time_limit``: seconds of search per key; a key not decided in that time is ``unknown``, and a failing
     key's explanation (culprit and window) gets as long again. ``explain_failures=False`` skips the window
@@ -136,20 +140,14 @@ def check_history(
     """
     if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or time_limit <= 0:
         raise InvalidArgumentError("time_limit", f"must be a positive number of seconds, got {time_limit!r}")
-    events: tuple[HistoryEvent, ...] = ()
-    if isinstance(history, History):
-        events = tuple(history.events)
-        operations = history.operations
-    else:
-        operations = list(history)
+    everything, events = operations_and_events(history)
+    operations = [op for op in everything if op.kind in REGISTER_KINDS]
     by_key: dict[str, list[Operation]] = {}
     for op in operations:
         by_key.setdefault(op.key, []).append(op)
     results = {key: _check_key(key, ops, time_limit, explain_failures) for key, ops in sorted(by_key.items())}
-    counts = dict.fromkeys(ANOMALY_KINDS, 0)
-    for result in results.values():
-        for anomaly in result.anomalies:
-            counts[anomaly.kind] += 1
+    found = Counter(anomaly.kind for result in results.values() for anomaly in result.anomalies)
+    counts = {kind: found[kind] for kind in ANOMALY_KINDS}
     verdicts = {result.verdict for result in results.values()}
     verdict: Verdict = "fail" if "fail" in verdicts else "unknown" if "unknown" in verdicts else "ok"
     return CheckResult(

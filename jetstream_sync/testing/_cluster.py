@@ -9,6 +9,11 @@ costs the routes nothing measurable.
 Who leads what comes from the JetStream API (stream and consumer info), asked through a client of this
 package connected to every node, so a node going down does not blind the helper.
 
+``sync_interval`` is the nodes' fsync setting (nats-server's ``jetstream { sync_interval }``): ``"always"`` makes a
+node flush every write to disk before it acknowledges it, a duration (``"10s"``) how often it flushes at the
+latest; None leaves the server's default (every 2 minutes). :meth:`EmbeddedCluster.fsync` says what the running
+nodes report, which is what a test of durability should print with its results.
+
     with EmbeddedCluster(size=3) as cluster:
         nc = connect(cluster.urls)
         js.create_stream(StreamConfig(name="S", subjects=["s.>"], num_replicas=3))
@@ -20,6 +25,7 @@ package connected to every node, so a node going down does not blind the helper.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from types import TracebackType
@@ -63,6 +69,8 @@ _RESEND_AFTER = 2.0
 _RAFT_GENERAL = 10041  # "{err}" from the leader's raft node: "not leader" when leadership moved as it was asked
 _NO_PEERS = 10005  # "no suitable peers": the preferred successor is the leader by now, or no longer known
 _PREFERRED_SINCE = (2, 11, 0)  # a step-down request may name the successor (2.10 refuses any request body)
+_SYNC_INTERVAL = re.compile(r"always|(\d+(\.\d+)?(ns|us|ms|s|m|h))+")  # what nats-server parses: a Go duration
+_JETSTREAM_BLOCK = re.compile(r"^\s*jetstream\s*[:={]", re.MULTILINE)
 
 
 class ClusterError(JetStreamError, RuntimeError):
@@ -112,6 +120,20 @@ def _rebuild_step_down_error(message: str, fields: dict[str, Any]) -> StepDownEr
     return StepDownError(message, **fields)
 
 
+def _sync_config(sync_interval: str | None, config: str) -> str:
+    """The config text that sets ``sync_interval`` (nothing for None); InvalidArgumentError for a value
+    nats-server would not take, or a ``config`` with a ``jetstream`` block (a second block would replace it)."""
+    if sync_interval is None:
+        return ""
+    if not isinstance(sync_interval, str) or not _SYNC_INTERVAL.fullmatch(sync_interval):
+        raise InvalidArgumentError(
+            "sync_interval", f'must be "always" or a duration such as "10s", got {sync_interval!r}'
+        )
+    if _JETSTREAM_BLOCK.search(config):
+        raise InvalidArgumentError("sync_interval", "config has a jetstream block: set sync_interval inside it instead")
+    return f'\njetstream {{\n  sync_interval: "{sync_interval}"\n}}\n'
+
+
 class _LeaderView(NamedTuple):
     """One INFO answer's word on who leads: the node (None: none of ours is named), since when (``leader_since``,
     nats-server 2.11+), and the follower best placed to take over (current, least behind; None if none is)."""
@@ -146,9 +168,18 @@ class EmbeddedCluster:
 
     ``config`` is extra nats-server config text given to every node. ``servers[i]`` is node ``i`` (an
     EmbeddedServer: ``stop``/``start``/``restart``/``kill`` keep its ports and store, so it rejoins).
+    ``sync_interval`` is the nodes' fsync setting (``"always"``, a duration such as ``"10s"``, or None for the
+    server's default of 2 minutes); a ``config`` with a ``jetstream`` block of its own sets it there instead.
     """
 
-    def __init__(self, size: int = 3, *, config: str | None = None, name: str = "jetstream-sync") -> None:
+    def __init__(
+        self,
+        size: int = 3,
+        *,
+        config: str | None = None,
+        name: str = "jetstream-sync",
+        sync_interval: str | None = None,
+    ) -> None:
         if isinstance(size, bool) or not isinstance(size, int):
             raise InvalidTypeError("size", f"must be an int, got {type(size).__name__}")
         if not 2 <= size <= 9:
@@ -158,7 +189,8 @@ class EmbeddedCluster:
         self.size = size
         self.name = name
         self.names = [f"n{i + 1}" for i in range(size)]
-        self._extra_config = config or ""
+        self.sync_interval = sync_interval
+        self._extra_config = (config or "") + _sync_config(sync_interval, config or "")
         self._route_ports: list[int] = []
         self._proxies: list[dict[int, FaultProxy]] = []  # _proxies[a][b]: node a's route to node b
         self.servers: list[EmbeddedServer] = []
@@ -276,6 +308,22 @@ class EmbeddedCluster:
         """Restart the nodes one after another, each once the cluster is whole again."""
         for i in range(self.size):
             self.restart_node(i, timeout)
+
+    def fsync(self) -> str:
+        """The fsync setting the running nodes report (``/varz``): ``"always"`` (every write is flushed before
+        it is acknowledged) or ``"every <duration>"``; several when the nodes differ, ``"unknown"`` when none
+        answers."""
+        seen: set[str] = set()
+        for server in self.servers:
+            if not server.is_running:
+                continue
+            varz = _get_json(f"{server.monitor_url}/varz", 2.0) or {}
+            config = (varz.get("jetstream") or {}).get("config") or {}
+            if config.get("sync_always"):
+                seen.add("always")
+            elif isinstance(config.get("sync_interval"), int):
+                seen.add(f"every {config['sync_interval'] / 1e9:g}s")
+        return " / ".join(sorted(seen)) or "unknown"
 
     # -- partitions -------------------------------------------------------------------------------------------
     def partition(self, i: int) -> None:

@@ -1,4 +1,4 @@
-"""History: a thread-safe, Jepsen-style record of the operations a workload ran, for the linearizability checker.
+"""History: a thread-safe, Jepsen-style record of the operations a workload ran, for the checkers.
 
 Each operation is recorded twice, as Jepsen does: when it is invoked (``History.invoke``, which reads the clock
 before the call is made) and when it completes (``PendingOperation.ok``, ``fail`` or ``info``, which read it
@@ -13,6 +13,19 @@ revision that is no longer the latest) and ``info`` (unknown). Calling a refusal
 have been applied is exactly the bug the checker looks for, so a workload must say ``info`` whenever it is not
 sure.
 
+Two families of operations share one history, so that one run's faults line up with everything it did:
+
+- a key-value **register**: ``read``, ``write`` and ``cas`` of a key, for the linearizability checker
+  (``check_history``);
+- a **queue** and its **watchers**: ``publish`` of a message to a stream (its outcome, the stream sequence its
+  PubAck named, its ``msg_id``), and the observations of readers: ``receive`` (a message a reader got: the reader,
+  how it read, the stream sequence, the delivery count) and ``watch`` (a key-value entry a watcher got: the key,
+  its value, its revision). An observation happened when it was recorded: it is complete at once
+  (:meth:`History.observe`, or :meth:`History.received` and :meth:`History.watched` given the message or entry).
+  ``check_queue`` and ``check_watches`` judge them.
+
+Every operation records the thread that ran it, besides its process.
+
 A history saves to and loads from JSON lines (one operation or event per line) so that a failing run can be
 checked again, or a checker change tried on it, without the cluster that produced it.
 """
@@ -24,18 +37,36 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
 from ..errors import InvalidArgumentError, InvalidTypeError
 
-__all__ = ["History", "HistoryEvent", "OpKind", "OpOutcome", "Operation", "PendingOperation"]
+if TYPE_CHECKING:
+    from ..message import Msg
+    from ..models.kv import KeyValueEntry
 
-OpKind = Literal["read", "write", "cas"]
+__all__ = [
+    "OBSERVATIONS",
+    "operations_and_events",
+    "REGISTER_KINDS",
+    "History",
+    "HistoryEvent",
+    "OpKind",
+    "OpOutcome",
+    "Operation",
+    "PendingOperation",
+]
+
+OpKind = Literal["read", "write", "cas", "publish", "receive", "watch"]
 OpOutcome = Literal["ok", "fail", "info"]
 
-_KINDS: frozenset[str] = frozenset({"read", "write", "cas"})
+#: the operations on a key-value register, which ``check_history`` judges
+REGISTER_KINDS: frozenset[str] = frozenset({"read", "write", "cas"})
+#: what a reader saw: complete when recorded (``History.observe``)
+OBSERVATIONS: frozenset[str] = frozenset({"receive", "watch"})
+_KINDS: frozenset[str] = REGISTER_KINDS | OBSERVATIONS | {"publish"}
 _OUTCOMES: frozenset[str] = frozenset({"ok", "fail", "info"})
 
 
@@ -69,15 +100,24 @@ def _one_of(choices: frozenset[str]) -> Any:
 
 @attrs.frozen(kw_only=True)
 class Operation:
-    """One completed (or still open) operation of a history, on one key of a register.
+    """One completed (or still open) operation of a history.
 
-    ``kind``: ``read`` (``result`` is the value seen, None for "no value"), ``write`` of ``value``, or ``cas``
-    (compare-and-set: ``value`` replaces ``expected``, None meaning "the key has no value"). ``revision`` is
-    what the server reported, when it did: the revision a write made, the revision of the value read. Times are
-    ``time.monotonic_ns()``; ``complete_ns`` is None for an operation that never completed (then its outcome is
-    ``info``). ``index`` is its place in invocation order, ``process`` the logical process that ran it: Jepsen's
-    convention is a new process after an ``info``, since the thread cannot know whether its call is still
-    going on.
+    On a register's ``key``: ``read`` (``result`` is the value seen, None for "no value"), ``write`` of ``value``,
+    or ``cas`` (compare-and-set: ``value`` replaces ``expected``, None meaning "the key has no value").
+    ``revision`` is what the server reported, when it did: the revision a write made, the revision of the value
+    read.
+
+    On a queue, ``key`` is the stream: ``publish`` of the message ``value`` (what identifies it: a workload
+    publishes each once, and again only to retry it), with ``msg_id`` when it carried one; ``revision`` is the
+    stream sequence its PubAck named. ``receive``: ``reader`` got the message ``result`` at stream sequence
+    ``revision``, delivered for the ``delivered``-th time, by way of ``via`` (``consume``, ``messages``,
+    ``fetch``, ``next``, ``ordered``). ``watch``: the watcher ``reader`` got key ``key`` (here the key, not the
+    stream) at ``revision`` with value ``result`` (None for a delete or purge marker), ``via`` ``watch``.
+
+    Times are ``time.monotonic_ns()``; ``complete_ns`` is None for an operation that never completed (then its
+    outcome is ``info``). ``index`` is its place in invocation order, ``process`` the logical process that ran
+    it: Jepsen's convention is a new process after an ``info``, since the thread cannot know whether its call is
+    still going on. ``thread`` names the thread that ran it.
     """
 
     index: int = attrs.field(validator=_int)
@@ -92,11 +132,16 @@ class Operation:
     result: str | None = attrs.field(default=None, validator=_optional_str)
     revision: int | None = attrs.field(default=None, validator=_optional_int)
     error: str | None = attrs.field(default=None, validator=_optional_str)
+    msg_id: str | None = attrs.field(default=None, validator=_optional_str)
+    reader: str | None = attrs.field(default=None, validator=_optional_str)
+    via: str | None = attrs.field(default=None, validator=_optional_str)
+    delivered: int | None = attrs.field(default=None, validator=_optional_int)
+    thread: str | None = attrs.field(default=None, validator=_optional_str)
 
     @property
     def written(self) -> str | None:
         """The value this operation puts in the register if it takes effect (None for a read)."""
-        return None if self.kind == "read" else self.value
+        return self.value if self.kind in ("write", "cas") else None
 
     def to_json(self) -> dict[str, Any]:
         """The operation as a JSON object (one line of a saved history)."""
@@ -115,13 +160,18 @@ class Operation:
 
     def describe(self, origin_ns: int = 0) -> str:
         """One line for reports: ``p3 cas k1 'a'->'b' ok rev=7 [1.204s, 1.208s]`` (times from ``origin_ns``)."""
-        if self.kind == "read":
-            what = f"read {self.key}" + (f" -> {self.result!r}" if self.outcome == "ok" else "")
-        elif self.kind == "write":
-            what = f"write {self.key} {self.value!r}"
-        else:
+        if self.kind in ("read", "receive", "watch"):
+            what = f"{self.kind} {self.key}" + (f" -> {self.result!r}" if self.outcome == "ok" else "")
+            if self.reader is not None:
+                what += f" by {self.reader}" + (f" ({self.via})" if self.via and self.via != self.kind else "")
+        elif self.kind == "cas":
             what = f"cas {self.key} {self.expected!r}->{self.value!r}"
-        rev = f" rev={self.revision}" if self.revision is not None else ""
+        else:
+            what = f"{self.kind} {self.key} {self.value!r}" + (f" msg_id={self.msg_id}" if self.msg_id else "")
+        name = "seq" if self.kind in ("publish", "receive") else "rev"
+        rev = f" {name}={self.revision}" if self.revision is not None else ""
+        if self.delivered is not None:
+            rev += f" delivered={self.delivered}"
         end = "open" if self.complete_ns is None or self.outcome == "info" else _seconds(self.complete_ns, origin_ns)
         err = f" ({self.error})" if self.error and self.outcome != "ok" else ""
         return f"p{self.process} {what} {self.outcome}{rev} [{_seconds(self.invoke_ns, origin_ns)}, {end}]{err}"
@@ -161,7 +211,8 @@ class PendingOperation:
         return self._template
 
     def ok(self, result: str | None = None, *, revision: int | None = None) -> Operation:
-        """It took effect: a read saw ``result`` (None: no value), a write or cas made ``revision``."""
+        """It took effect: a read saw ``result`` (None: no value), a write or cas made ``revision``, a publish was
+        stored at stream sequence ``revision``."""
         if result is not None and self._template.kind != "read":
             raise InvalidArgumentError("result", f"only a read has a result, not a {self._template.kind}")
         return self._complete("ok", result=result, revision=revision)
@@ -188,12 +239,14 @@ def _error_text(error: str | BaseException) -> str:
 
 
 class History:
-    """A thread-safe, append-only record of operations on a key-value register, and of the faults around them.
+    """A thread-safe, append-only record of operations (on key-value registers, queues and their watchers), and
+    of the faults around them.
 
-    Any number of threads call :meth:`invoke` and complete what it returns; :attr:`operations` is a snapshot in
-    invocation order in which operations still pending count as ``info`` (open). :meth:`save` and :meth:`load`
-    keep a history as JSON lines. ``operations`` and ``events`` given to the constructor make one from a saved
-    or hand-made list (the unit tests of the checker do that).
+    Any number of threads call :meth:`invoke` and complete what it returns, or record what a reader saw with
+    :meth:`observe` (:meth:`received`, :meth:`watched`); :attr:`operations` is a snapshot in invocation order in
+    which operations still pending count as ``info`` (open). :meth:`save` and :meth:`load` keep a history as JSON
+    lines. ``operations`` and ``events`` given to the constructor make one from a saved or hand-made list (the
+    unit tests of the checkers do that).
     """
 
     def __init__(self, operations: Iterable[Operation] = (), events: Iterable[HistoryEvent] = ()) -> None:
@@ -215,22 +268,41 @@ class History:
             return f"<History {len(self._ops)} operations, {len(self._pending)} pending, {len(self._events)} events>"
 
     # -- recording ----------------------------------------------------------------------------------------
-    def new_process(self) -> int:
-        """A process number not used yet: a thread takes a new one after an ``info`` outcome (Jepsen's rule)."""
+    def new_process(self, *, modulo: int = 1, remainder: int = 0) -> int:
+        """A process number not used yet: a thread takes a new one after an ``info`` outcome (Jepsen's rule).
+
+        With ``modulo``, the smallest unused number that leaves ``remainder``: a workload whose thread ``t`` of
+        ``n`` takes ``new_process(modulo=n, remainder=t)`` can tell the thread from the process (``p % n``), and
+        shares the history with others that take theirs from here too."""
+        if modulo < 1 or not 0 <= remainder < modulo:
+            raise InvalidArgumentError("remainder", f"must be 0 to {modulo - 1} for modulo {modulo}, got {remainder}")
         with self._lock:
-            number = self._next_process
-            self._next_process += 1
+            number = self._next_process + (remainder - self._next_process) % modulo
+            self._next_process = number + 1
             return number
 
     def invoke(
-        self, process: int, kind: OpKind, key: str, *, value: str | None = None, expected: str | None = None
+        self,
+        process: int,
+        kind: OpKind,
+        key: str,
+        *,
+        value: str | None = None,
+        expected: str | None = None,
+        msg_id: str | None = None,
     ) -> PendingOperation:
         """Record that ``process`` now starts ``kind`` on ``key`` (the clock is read here, before the call is
-        made); complete the returned handle when the call returns."""
+        made); complete the returned handle when the call returns. A ``publish`` names its stream as ``key``,
+        the message as ``value`` and its ``msg_id`` if it has one. Observations (``receive``, ``watch``) are
+        recorded with :meth:`observe` instead."""
+        if kind in OBSERVATIONS:
+            raise InvalidArgumentError("kind", f"a {kind} is an observation: record it with History.observe")
         if kind != "read" and value is None:
             raise InvalidArgumentError("value", f"a {kind} needs the value it writes")
         if kind != "cas" and expected is not None:
             raise InvalidArgumentError("expected", "only a cas has an expected value")
+        if kind != "publish" and msg_id is not None:
+            raise InvalidArgumentError("msg_id", "only a publish has a msg_id")
         with self._lock:
             index = len(self._ops)
             template = Operation(
@@ -240,8 +312,10 @@ class History:
                 key=key,
                 value=value,
                 expected=expected,
+                msg_id=msg_id,
                 invoke_ns=time.monotonic_ns(),
                 error="pending",
+                thread=threading.current_thread().name,
             )
             self._ops.append(template)
             self._next_process = max(self._next_process, process + 1)
@@ -255,6 +329,69 @@ class History:
                 raise InvalidArgumentError("operation", f"operation {index} was completed already")
             del self._pending[index]
             self._ops[index] = done
+
+    def observe(
+        self,
+        process: int,
+        kind: Literal["receive", "watch"],
+        key: str,
+        *,
+        reader: str,
+        result: str | None,
+        revision: int,
+        via: str | None = None,
+        delivered: int | None = None,
+    ) -> Operation:
+        """Record what a reader saw, now: complete (``ok``) at once, since it happened when it was seen. A
+        ``receive`` of message ``result`` from stream ``key`` at stream sequence ``revision`` (its ``delivered``
+        count, read by way of ``via``), or a ``watch`` of key ``key`` at ``revision`` with value ``result`` (None
+        for a delete or purge marker). Thread-safe; the thread is recorded."""
+        if kind not in OBSERVATIONS:
+            raise InvalidArgumentError("kind", f"must be one of {sorted(OBSERVATIONS)}, got {kind!r}")
+        now = time.monotonic_ns()
+        with self._lock:
+            op = Operation(
+                index=len(self._ops),
+                process=process,
+                kind=kind,
+                key=key,
+                invoke_ns=now,
+                complete_ns=now,
+                outcome="ok",
+                result=result,
+                revision=revision,
+                reader=reader,
+                via=via if via is not None else kind if kind == "watch" else None,
+                delivered=delivered,
+                thread=threading.current_thread().name,
+            )
+            self._ops.append(op)
+            self._next_process = max(self._next_process, process + 1)
+            return op
+
+    def received(self, process: int, msg: Msg, *, reader: str, via: str, value: str | None = None) -> Operation:
+        """Record that ``reader`` got the JetStream message ``msg`` by way of ``via`` (``consume``, ``messages``,
+        ``fetch``, ``next``, ``ordered``): its stream, stream sequence and delivery count come from its metadata.
+        ``value`` identifies the message as its publish was recorded (default: the payload as text)."""
+        meta = msg.metadata
+        return self.observe(
+            process,
+            "receive",
+            meta.stream,
+            reader=reader,
+            result=value if value is not None else bytes(msg.data).decode("utf-8", "backslashreplace"),
+            revision=meta.sequence.stream,
+            via=via,
+            delivered=meta.num_delivered,
+        )
+
+    def watched(self, process: int, entry: KeyValueEntry, *, reader: str) -> Operation:
+        """Record that the watcher ``reader`` got ``entry`` (its key, revision, and value as text; None for a
+        delete or purge marker)."""
+        from ..models.kv import KeyValueOp  # the models load only with the client; a history alone needs neither
+
+        value = None if entry.operation is not KeyValueOp.PUT else entry.value.decode("utf-8", "backslashreplace")
+        return self.observe(process, "watch", entry.key, reader=reader, result=value, revision=entry.revision)
 
     def note(self, what: str, detail: str = "") -> HistoryEvent:
         """Record an event (a fault applied, healed) at the current time."""
@@ -283,7 +420,7 @@ class History:
             return len(self._pending)
 
     def keys(self) -> list[str]:
-        """The keys operated on, sorted."""
+        """The keys (of registers, watched keys and streams) operated on, sorted."""
         return sorted({op.key for op in self.operations})
 
     def counts(self) -> dict[str, int]:
@@ -321,3 +458,11 @@ class History:
                 except (ValueError, KeyError, TypeError, AttributeError) as exc:
                     raise InvalidArgumentError("path", f"{path}: line {number} is not a history line: {exc}") from exc
         return cls(operations, events)
+
+
+def operations_and_events(history: History | Iterable[Operation]) -> tuple[list[Operation], tuple[HistoryEvent, ...]]:
+    """What a checker reads of what it is given: a History's operations and events, or a list of operations
+    (from a saved or hand-made history) and no events."""
+    if isinstance(history, History):
+        return history.operations, tuple(history.events)
+    return list(history), ()
