@@ -54,6 +54,9 @@ class FetchPull(_PullEngine):
         self._expires_at = 0.0  # when the pull expires at the server, by this client's clock (set by start())
         self._unanswered = 0  # pulls in a row that met no responders (a consumer electing its leader)
         self._consumer_exists: bool | None = None  # what the consumer info asked at the first of them said
+        self._info_error: errors.JetStreamError | None = None  # why that info could not be asked
+        self._silent = False  # asked again after a missed heartbeat, and nothing came since
+        self._expiry: asyncio.TimerHandle | None = None  # when that pull expires
         self._repull: asyncio.TimerHandle | None = None
         self.repulls = 0  # pulls asked again within the fetch's time (no responders, a missed heartbeat)
         self.heartbeat = HeartbeatMonitor(runtime, options.heartbeat, self._owes_us, self._on_missed_heartbeat)
@@ -114,6 +117,7 @@ class FetchPull(_PullEngine):
             _giveback.give_back_now(self.runtime, reply, self.target.ack_none)
             return
         self.heartbeat.touch()
+        self._silent = False
         if reply.startswith(ACK_PREFIX):
             self._unanswered = 0
             msg = self._make_msg(subject, reply, data, headers)
@@ -136,8 +140,11 @@ class FetchPull(_PullEngine):
             self._unanswered = 0
         if kind is StatusKind.HEARTBEAT:
             return
-        if kind is StatusKind.QUIET or kind is StatusKind.RESET:
+        if kind is StatusKind.QUIET:
             self._finish(None)
+        elif kind is StatusKind.RESET:
+            # 409 Leadership Change / Server Shutdown: the pull is gone with its leader, the time is not
+            self._pull_again(f"the pull ended by {status} {description}")
         elif kind is StatusKind.OVERSIZED:
             # after some messages the normal end of a pull sized by bytes; before any, the next message can never fit
             self._finish(None if self.received else oversized(status, description, self.label, self.max_bytes))
@@ -160,7 +167,6 @@ class FetchPull(_PullEngine):
 
     def _pull_again(self, why: str) -> None:
         """IO thread: ask again, on the same inbox, for what is left of the batch, its bytes and its time."""
-        self._repull = None
         if self.done:
             return
         left = self._time_left()
@@ -193,24 +199,37 @@ class FetchPull(_PullEngine):
             self._finish(self._unanswered_error())
             return
         if self._repull is None:
-            self._repull = self.runtime.call_later(delay, lambda: self._pull_again("no responders"))
+            self._repull = self.runtime.call_later(delay, self._pull_again_unanswered)
+
+    def _pull_again_unanswered(self) -> None:
+        self._repull = None
+        self._pull_again("no responders")
 
     def _unanswered_error(self) -> errors.JetStreamError:
-        """The error of a fetch whose pulls met no responders until its time ran out."""
+        """The error of a fetch whose pulls met no responders until its time ran out.
+
+        Never ConsumerNotFoundError: that comes only from the consumer's info saying so (then at once). A consumer
+        whose info said it exists, or whose info could not be asked in the time (the API electing too), is one
+        without a leader for now: ClusterUnavailableError, which a loop retries."""
         if self._consumer_exists:
-            return errors.ClusterUnavailableError(
-                503,
-                10008,
-                f"no server answered a pull on {self.label} within the fetch's {self.options.expires:g}s: the "
-                "consumer exists, but its leader is being elected or its servers are restarting",
-            )
-        return pull_unanswered(self.label)
+            why = "the consumer exists, but its leader is being elected or its servers are restarting"
+        elif self._info_error is not None:
+            why = f"whether the consumer exists could not be asked either ({self._info_error})"
+        else:
+            why = "whether the consumer exists was not answered in that time either"
+        return errors.ClusterUnavailableError(
+            503,
+            10008,
+            f"no server answered a pull on {self.label} within the fetch's {self.options.expires:g}s: {why}; "
+            "JetStream is electing a leader or restarting (retry), or is not enabled",
+        )
 
     async def _ask_whether_the_consumer_exists(self) -> None:
         try:
             gone = await consumer_gone(self.runtime, self.target)
         except errors.JetStreamError as exc:  # the API is electing or restarting too: the pulls go on
             log.debug("fetch %s: could not ask whether the consumer exists: %s", self.label, exc)
+            self._info_error = exc
             return
         self._consumer_exists = gone is None
         if gone is not None and not self.done:
@@ -225,8 +244,13 @@ class FetchPull(_PullEngine):
         does it end with MissedHeartbeatError. A fetch whose pull reached a leader just before it died ended at
         once, with seconds left in which the new leader would have answered."""
         interval = self.heartbeat.interval
-        if self._time_left() >= 2 * interval + MIN_REPULL:
+        left = self._time_left()
+        if left >= interval + MIN_REPULL and not self._silent:
             self._pull_again(f"nothing from the server for {2 * interval:g}s")
+            # the new pull may have to go without heartbeats (the server refuses one over half its expiry): if
+            # it brings nothing either, the fetch ends with the alarm at its expiry, not as an empty batch
+            self._silent = True
+            self._expiry = self.runtime.call_later(left, self._at_expiry)
             return
         self._finish(
             errors.MissedHeartbeatError(
@@ -234,14 +258,30 @@ class FetchPull(_PullEngine):
             )
         )
 
+    def _at_expiry(self) -> None:
+        """IO thread, when a pull asked again after a missed heartbeat should have expired: silent since, the
+        server holding it is gone too, and the fetch says so rather than end as an empty batch."""
+        self._expiry = None
+        interval = self.heartbeat.interval
+        if self._silent:
+            self._finish(
+                errors.MissedHeartbeatError(
+                    f"fetch: nothing from the server for {2 * interval:g}s, and nothing after the pull was asked "
+                    "again"
+                )
+            )
+        else:
+            self._finish(None)
+
     def _finish(self, exc: BaseException | None) -> None:
         """IO thread: readers take what is buffered, then the batch ends (with ``exc`` when given)."""
         if self.done:
             return
         self.done = True
-        if self._repull is not None:
-            self._repull.cancel()
-            self._repull = None
+        for timer in (self._repull, self._expiry):
+            if timer is not None:
+                timer.cancel()
+        self._repull = self._expiry = None
         self.heartbeat.stop()
         self.buffer.finish(exc)
         self.runtime.remove_listener(self)

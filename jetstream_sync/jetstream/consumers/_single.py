@@ -248,11 +248,15 @@ class SinglePull:
             if kind is StatusKind.NO_RESPONDERS:
                 if self._unanswered_again(call):
                     return
-                exc = pull_unanswered(self.label)
+                exc = self._unanswered_error(call)
             elif kind is StatusKind.LIMIT:  # its timeout is above the consumer's max_expires: name both
                 limit = request_limit(description)
                 assert limit is not None  # classify() said LIMIT
                 exc = read_limit_error(status, description, limit, self.label, call.options, "next")
+            elif kind is StatusKind.RESET and call.expires_at - time.monotonic() >= MIN_REPULL:
+                # 409 Leadership Change / Server Shutdown: the pull is gone with its leader, the call's time is not
+                self.runtime.call_later(0.0, lambda: self._pull_again(call, f"{status} {description}"))
+                return
             elif kind is StatusKind.QUIET or kind is StatusKind.RESET:
                 exc = None
             self._settle(call, None, exc)
@@ -272,6 +276,19 @@ class SinglePull:
             self.runtime.spawn(self._end_if_gone(call))
         self.runtime.call_later(delay, lambda: self._pull_again(call, "no responders"))
         return True
+
+    def _unanswered_error(self, call: _Call) -> errors.JetStreamError:
+        """The error of a call whose pulls met no responders until its time ran out: a ``no_wait`` call's is the
+        plain no-responders one; otherwise never ConsumerNotFoundError, which only the consumer's info says (then
+        at once), but ClusterUnavailableError: no leader for now, retry."""
+        if call.options.no_wait:
+            return pull_unanswered(self.label)
+        return errors.ClusterUnavailableError(
+            503,
+            10008,
+            f"no server answered a pull on {self.label} within next()'s {call.options.expires:g}s: JetStream is "
+            "electing the consumer's leader or restarting (retry), or is not enabled",
+        )
 
     async def _end_if_gone(self, call: _Call) -> None:
         try:

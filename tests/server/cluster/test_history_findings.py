@@ -5,8 +5,9 @@ its whole context timeout, 12.3 s against 6 s allowed) and pass since the fix in
 asks a pull again within the fetch's time; _chain.py bounds each request of an ordered reset); the reliability
 guide's failure-modes table has both. The fetch test pulls once the other nodes have dropped their routes to the
 dead leader, so its pull meets no responders: a pull that reaches the leader as it dies takes the missed-heartbeat
-path instead, which these tests do not pin down. The third test is what is left of the fetch finding after the
-fix, for a fetch of 1 s: marked xfail (strict) until it is mended, when the mark must go.
+path instead, which these tests do not pin down. The third test is what was left of the fetch finding after the
+first fix, for a fetch of 1 s (it ended with ConsumerNotFoundError when the consumer's info could not be asked in
+its time): a fetch now says ConsumerNotFoundError only when the consumer's info says so.
 
 A fetch whose consumer is electing a leader: the runs' fetch readers counted a ConsumerNotFoundError for most
 faults that moved a consumer's leader (14-32 a run), on durable consumers that existed throughout. The pull met
@@ -79,12 +80,6 @@ def test_a_fetch_while_its_consumer_elects_a_leader_waits_for_the_new_leader(nat
     assert got == [b"%d" % i for i in range(MESSAGES)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=errors.ConsumerNotFoundError,
-    reason="client: a fetch of 1 s whose pulls meet no responders during its consumer's election still ends with "
-    "the no-responders ConsumerNotFoundError (jetstream/consumers/_fetch.py, _target.pull_unanswered)",
-)
 @pytest.mark.cluster
 @pytest.mark.timeout(120)
 def test_a_short_fetch_while_its_consumer_elects_a_leader_never_says_the_consumer_is_gone(nats_cluster):
