@@ -271,6 +271,9 @@ class NatsConnection(nats.aio.client.Client):
         self.gate = SocketGate(post)
         super().__init__()
         self.fast_handlers: dict[int, Handler] = {}
+        #: ``<inbox prefix>.``: replies to this client, which the server may make larger than max_payload
+        #: (``_parser.REPLY_LIMIT``); set by the runtime from its options before connecting
+        self.reply_prefix = b"_INBOX."
         self._ps = ProtocolParser(self)
         self._flushes: set[asyncio.Future[bool]] = set()  # flush_or_raise's PONG waiters (IO thread)
         self._tasks: set[asyncio.Task[None]] = set()  # tasks of its own, referenced until done (IO thread)

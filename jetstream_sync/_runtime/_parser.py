@@ -37,7 +37,7 @@ from .. import errors
 if TYPE_CHECKING:
     from ._nats import NatsConnection
 
-__all__ = ["FRAME_ROOM", "MAX_CONTROL_LINE", "ProtocolParser", "ServerProtocolViolation", "check_info"]
+__all__ = ["FRAME_ROOM", "MAX_CONTROL_LINE", "REPLY_LIMIT", "ProtocolParser", "ServerProtocolViolation", "check_info"]
 
 log = logging.getLogger("jetstream_sync")
 
@@ -55,6 +55,12 @@ MAX_CONTROL_LINE = 1024 * 1024
 #: what it stored (direct gets, JetStream status and metadata headers), a few hundred bytes. A frame that claims
 #: more is refused before any of it is buffered: no server can legitimately send it.
 FRAME_ROOM = 64 * 1024
+
+#: A reply to one of this client's inboxes may be larger still: JetStream API responses are made by the server,
+#: not published, and max_payload does not bound them (a STREAM.INFO listing 100,000 subjects is 1.2 MB, over
+#: a default server's 1 MiB). They are bounded here instead, so a hostile server still cannot make the client
+#: buffer without limit.
+REPLY_LIMIT = 64 * 1024 * 1024
 
 
 class ServerProtocolViolation(nats.errors.ProtocolError):
@@ -227,7 +233,7 @@ class ProtocolParser(nats.protocol.parser.Parser):
                         ) from None
                     if header_size < 0 or total < header_size:
                         raise ServerProtocolViolation(f"the server sent a malformed MSG: {_head(buf, pos, eol)}")
-                    if total > limit:
+                    if total > limit and (total > REPLY_LIMIT or not subject.startswith(nc.reply_prefix)):
                         raise ServerProtocolViolation(
                             f"the server sent a message of {total} bytes, more than the connection's max_payload "
                             f"({limit - FRAME_ROOM}) allows; refused before buffering it"

@@ -178,6 +178,7 @@ class Runtime:
 
     async def _connect_async(self) -> None:
         opts = self.options
+        self._nc.reply_prefix = (opts.inbox_prefix + ".").encode()
         kwargs: dict[str, Any] = {
             "servers": list(opts.servers),
             "name": opts.name,

@@ -266,8 +266,7 @@ class FetchPull(_PullEngine):
         if self._silent:
             self._finish(
                 errors.MissedHeartbeatError(
-                    f"fetch: nothing from the server for {2 * interval:g}s, and nothing after the pull was asked "
-                    "again"
+                    f"fetch: nothing from the server for {2 * interval:g}s, and nothing after the pull was asked again"
                 )
             )
         else:

@@ -16,7 +16,7 @@ import nats.protocol.parser
 import pytest
 
 from jetstream_sync import errors
-from jetstream_sync._runtime._parser import ProtocolParser, ServerProtocolViolation
+from jetstream_sync._runtime._parser import REPLY_LIMIT, ProtocolParser, ServerProtocolViolation
 
 
 class Recorder:
@@ -28,6 +28,7 @@ class Recorder:
         self.fast_handlers = {sid: self._fast(sid) for sid in fast_sids}
         self.parser: Any = None
         self._max_payload = 1024 * 1024
+        self.reply_prefix = b"_INBOX."
         self.reported: list[BaseException] = []
 
     async def _error_cb(self, exc: BaseException) -> None:
@@ -200,6 +201,20 @@ def test_a_message_larger_than_max_payload_is_refused_before_its_payload_is_buff
     with pytest.raises(ServerProtocolViolation, match="314572800 bytes, more than the connection's max_payload"):
         run_parse(nc, parser, b"MSG big 1 314572800\r\n" + b"x" * 1000)
     assert parser._parts == []  # nothing held for the rest of it
+
+
+def test_a_reply_to_our_inbox_may_exceed_max_payload_but_not_the_reply_limit():
+    """JetStream API replies are made by the server, not published: a STREAM.INFO listing 100,000 subjects is
+    1.2 MB on a server whose max_payload is 1 MiB. Replies to this client's inbox are bounded by REPLY_LIMIT."""
+    nc = Recorder()
+    parser = ProtocolParser(nc)
+    payload = b"x" * (nc._max_payload + 200 * 1024)
+    run_parse(nc, parser, b"MSG _INBOX.abc.1 1 %d\r\n" % len(payload) + payload + b"\r\n")
+    assert nc.events[0][4] == payload
+    with pytest.raises(ServerProtocolViolation, match="more than the connection's max_payload"):
+        run_parse(nc, ProtocolParser(nc), b"MSG other.subject 1 %d\r\n" % len(payload) + payload + b"\r\n")
+    with pytest.raises(ServerProtocolViolation, match="more than"):
+        run_parse(nc, ProtocolParser(nc), b"MSG _INBOX.abc.1 1 %d\r\n" % (REPLY_LIMIT + 1) + b"x" * 100)
 
 
 def test_a_message_of_max_payload_with_the_servers_headers_is_taken():
