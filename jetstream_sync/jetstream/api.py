@@ -16,8 +16,9 @@ import tenacity
 from .. import _telemetry, errors
 from .._protocol import api_payload, api_response, reply_encoder
 from .._runtime import RawReply, Runtime
-from .._validate import check_timeout, prepare_message
+from .._validate import check_int, check_timeout, prepare_message
 from ..client import Client
+from ._features import API_LEVEL_HEADER, require_api_level
 from .retry import default_api_retry, is_idempotent_api, retry_within, split_timeout
 
 __all__ = ["JetStreamAPI"]
@@ -62,49 +63,77 @@ class JetStreamAPI:
         timeout: float | None = None,
         *,
         idempotent: bool | None = None,
+        required_api_level: int | None = None,
     ) -> dict[str, Any]:
         """One API request; the decoded JSON response, or the typed APIError the server answered with.
 
         A request that may be repeated safely (``idempotent``; by default judged from ``suffix``: reads, and
         creates and updates that name what they make) is retried by :attr:`retry` when it meets an election
         (ClusterUnavailableError, or no answer), every attempt and pause inside ``timeout``. Others are sent once.
+
+        ``required_api_level`` (ADR-44) is sent as the ``Nats-Required-Api-Level`` header: the server that
+        answers refuses the request unprocessed (RequiredApiLevelError) when its JetStream API level is lower.
+        The connected server's own level is checked first (FeatureNotSupportedError, nothing sent).
         """
+        extra: tuple[tuple[bytes, bytes], ...] = ()
+        if required_api_level is not None:
+            level = check_int("required_api_level", required_api_level, minimum=1)
+            require_api_level(self.client.server_info, level, f"a request needing JetStream API level {level}")
+            extra = ((API_LEVEL_HEADER, b"%d" % level),)
         telemetry = _telemetry.ACTIVE
         if telemetry is not None:
-            return telemetry.request(suffix, lambda: self._request(suffix, body, timeout, idempotent))
-        return self._request(suffix, body, timeout, idempotent)
+            return telemetry.request(suffix, lambda: self._request(suffix, body, timeout, idempotent, extra))
+        return self._request(suffix, body, timeout, idempotent, extra)
 
     def _request(
-        self, suffix: str, body: dict[str, Any] | None, timeout: float | None, idempotent: bool | None
+        self,
+        suffix: str,
+        body: dict[str, Any] | None,
+        timeout: float | None,
+        idempotent: bool | None,
+        extra: tuple[tuple[bytes, bytes], ...],
     ) -> dict[str, Any]:
         subject = self.subject(suffix)
         if not (is_idempotent_api(suffix) if idempotent is None else idempotent):
-            return api_response(self.request_raw(subject, body, timeout).data, subject)
+            return api_response(self.request_raw(subject, body, timeout, extra).data, subject)
         seconds = check_timeout(timeout, self.timeout)
         deadline = time.monotonic() + seconds
 
         def attempt() -> dict[str, Any]:
-            reply = self.request_raw(subject, body, split_timeout(seconds, deadline))
+            reply = self.request_raw(subject, body, split_timeout(seconds, deadline), extra)
             return api_response(reply.data, subject)
 
         return retry_within(self.retry, deadline, seconds, f"JetStream API {subject}", attempt)
 
-    def request_raw(self, subject: str, body: dict[str, Any] | None, timeout: float | None = None) -> RawReply:
-        """A request to any JetStream subject, the reply as it came; "no responders" means JetStream is not there."""
+    def request_raw(
+        self,
+        subject: str,
+        body: dict[str, Any] | None,
+        timeout: float | None = None,
+        headers: tuple[tuple[bytes, bytes], ...] = (),
+    ) -> RawReply:
+        """A request to any JetStream subject, the reply as it came; "no responders" means JetStream is not there.
+        ``headers``: (name, value) pairs to send with it."""
         try:
-            return self.send_request(subject, body, timeout)
+            return self.send_request(subject, body, timeout, headers)
         except errors.NoRespondersError:
             raise errors.JetStreamNotEnabledError(
                 503, 0, f"no responders on {subject}: JetStream is not enabled for this account or server"
             ) from None
 
-    def send_request(self, subject: str, body: dict[str, Any] | None, timeout: float | None = None) -> RawReply:
+    def send_request(
+        self,
+        subject: str,
+        body: dict[str, Any] | None,
+        timeout: float | None = None,
+        headers: tuple[tuple[bytes, bytes], ...] = (),
+    ) -> RawReply:
         """Calling thread: one request, the reply as it came, NoRespondersError as it is (for subjects such as a
         direct get, where no responder means something other than "JetStream is not enabled")."""
         runtime = self.runtime
         runtime.check_usable()
         seconds = check_timeout(timeout, self.timeout)
-        encode = reply_encoder(*prepare_message(subject, api_payload(body), None, runtime.max_payload))
+        encode = reply_encoder(*prepare_message(subject, api_payload(body), None, runtime.max_payload, headers))
         return runtime.request(encode, seconds, f"JetStream API {subject}")
 
     async def request_io(

@@ -38,9 +38,9 @@ from ..models import (
     StreamInfo,
 )
 from ..models.advisory import AdvisoryKind
-from ..models.consumer import ConsumerPauseRequest, PriorityPolicy, check_priority_group
+from ..models.consumer import ConsumerPauseRequest, check_priority_group
 from . import subscribe as _subscribe
-from ._features import require_server
+from ._features import consumer_features, require_features, require_server, server_api_level, stream_features
 from .advisories import Advisories, open_advisories
 from .api import JetStreamAPI
 from .batch import AtomicBatch
@@ -67,7 +67,7 @@ from .publish import (
     parse_pub_ack,
 )
 from .retry import default_publish_retry, retry_within, split_timeout, within_deadline
-from .streams import Stream
+from .streams import Stream, fetch_stream_info
 from .subscribe import JetStreamSubscription, PullSubscription
 
 __all__ = ["JetStream"]
@@ -137,10 +137,12 @@ class JetStream(KeyValueManager, ObjectStoreManager):
 
     # -- streams ----------------------------------------------------------------------------------------
     def _stream_request(self, action: str, config: StreamConfig) -> Stream:
+        """A create or update, checked for the features the server needs and sent asserting their API level."""
         if not isinstance(config, StreamConfig):
             raise errors.InvalidTypeError("config", f"must be a StreamConfig, got {type(config).__name__}")
-        info = StreamInfo.from_json(self.api.request(f"STREAM.{action}.{config.name}", config.to_json()))
-        return Stream(self, info)
+        level = require_features(self.client.server_info, stream_features(config))
+        response = self.api.request(f"STREAM.{action}.{config.name}", config.to_json(), required_api_level=level)
+        return Stream(self, StreamInfo.from_json(response))
 
     def create_stream(self, config: StreamConfig) -> Stream:
         """Create a stream; StreamNameInUseError when it exists with a different configuration."""
@@ -172,10 +174,17 @@ class JetStream(KeyValueManager, ObjectStoreManager):
             )
         return Counter(stream)
 
-    def stream_info(self, name: str) -> StreamInfo:
-        """The stream's info, asked now; StreamNotFoundError when there is no such stream."""
-        check_name("stream", name)
-        return StreamInfo.from_json(self.api.request(f"STREAM.INFO.{name}"))
+    def stream_info(
+        self, name: str, *, subjects_filter: str | None = None, deleted_details: bool = False
+    ) -> StreamInfo:
+        """The stream's info, asked now; StreamNotFoundError when there is no such stream.
+
+        ``subjects_filter`` (wildcards allowed; ``>`` for all) fills ``state.subjects`` with the message count of
+        every matching subject (all of them: asked page by page past the server's 100,000 a reply), and
+        ``deleted_details`` fills ``state.deleted`` with the deleted sequences (nats.go's ``WithSubjectFilter``
+        and ``WithDeletedDetails``).
+        """
+        return fetch_stream_info(self.api, name, subjects_filter, deleted_details)
 
     def delete_stream(self, name: str) -> None:
         """Delete the stream and its messages; StreamNotFoundError when there is no such stream. Sent once,
@@ -201,8 +210,15 @@ class JetStream(KeyValueManager, ObjectStoreManager):
         raise errors.StreamNotFoundError(404, 10059, f"no stream captures subject {subject!r}")
 
     def account_info(self) -> AccountInfo:
-        """This account's JetStream usage and limits (memory, storage, streams, consumers, API calls)."""
+        """This account's JetStream usage and limits (memory, storage, streams, consumers, API calls, and in
+        ``api.level`` the JetStream API level of the server that answered)."""
         return AccountInfo.from_json(self.api.request("INFO"))
+
+    @property
+    def server_api_level(self) -> int:
+        """The JetStream API level (ADR-44) the connected server advertises (``api_lvl`` in its INFO; 0 from a
+        server older than 2.12): nats.go's ``nc.ConnectedServerJetStream()``. Asks nothing."""
+        return server_api_level(self.client.server_info)
 
     # -- consumers --------------------------------------------------------------------------------------
     def _consumer_request(self, stream: str, config: ConsumerConfig, action: str) -> ConsumerInfo:
@@ -213,14 +229,12 @@ class JetStream(KeyValueManager, ObjectStoreManager):
         if not name:
             name = self._runtime.new_token()
             config = attrs.evolve(config, name=name)
-        if config.priority_policy is PriorityPolicy.PRIORITIZED:
-            require_server(self.client.server_info, "the PRIORITIZED priority policy", (2, 12, 0))
-        elif config.priority_policy is not None:
-            require_server(self.client.server_info, "priority groups", (2, 11, 0))
+        level = require_features(self.client.server_info, consumer_features(config))
         body: dict[str, Any] = {"stream_name": stream, "config": config.to_json()}
         if action:
             body["action"] = action
-        return ConsumerInfo.from_json(self.api.request(f"CONSUMER.CREATE.{stream}.{name}", body))
+        response = self.api.request(f"CONSUMER.CREATE.{stream}.{name}", body, required_api_level=level)
+        return ConsumerInfo.from_json(response)
 
     def create_consumer(self, stream: str, config: ConsumerConfig) -> Consumer:
         """Create a consumer; ConsumerExistsError when it exists with a different configuration.
@@ -381,8 +395,8 @@ class JetStream(KeyValueManager, ObjectStoreManager):
         The keywords ``msg_id``, ``expected_stream``, ``expected_last_sequence``,
         ``expected_last_subject_sequence`` (narrowed by ``expected_last_subject_sequence_subject``) and
         ``expected_last_msg_id`` (or ``options=PublishOptions(...)``)
-        add the stream-side checks of :class:`PublishOptions`. With ``msg_id`` a publish retried after an
-        error is stored once inside the duplicate window.
+        add the stream-side checks of :class:`PublishOptions`; ``ttl``, ``schedule`` and ``trace_dest`` are
+        there too. With ``msg_id`` a publish retried after an error is stored once inside the duplicate window.
         """
         self._runtime.check_usable()
         seconds = check_timeout(timeout, self.timeout)
@@ -674,4 +688,6 @@ def _publish_options(
     if opts.schedule is not None:
         opts.schedule.check_for(subject)
         require_server(client.server_info, "this message schedule", opts.schedule.needs)
+    if opts.trace_dest is not None:
+        require_server(client.server_info, "message tracing (trace_dest)", (2, 11, 0))
     return opts

@@ -46,6 +46,11 @@ def _optional_filter(_inst: object, attr: attrs.Attribute[Any], value: object) -
         check_subject(attr.name, value, wildcards=True)
 
 
+def _optional_subject(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
+    if value is not None:
+        check_subject(attr.name, value)
+
+
 def _optional_sequence(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
     if value is not None:
         check_int(attr.name, value, minimum=0)
@@ -92,6 +97,13 @@ class PublishOptions:
     ``expected_last_subject_sequence`` check looks at the last message on those subjects rather than on the
     published one. ``ttl`` (nats-server 2.11+, on a stream with ``allow_msg_ttl``) removes this message after
     that many seconds, or ``"never"``.
+
+    ``trace_dest`` (nats-server 2.11+, ADR-41 message tracing) is sent as ``Nats-Trace-Dest``: every server the
+    message passes publishes a trace event (JSON) to that subject, saying how it came in, where it went, and,
+    from the stream's server, a ``js`` event naming the stream that stored it (or the error that refused it).
+    The message is stored and acknowledged as usual, its header switched to ``trace disabled`` by the stream
+    (reading it back is not traced again). (``Nats-Trace-Only``, tracing without delivering, is not
+    offered: a stream neither stores nor acknowledges such a message, so the publish could only time out.)
     """
 
     msg_id: str | None = attrs.field(default=None, validator=_optional_text)
@@ -103,6 +115,8 @@ class PublishOptions:
     ttl: float | str | None = attrs.field(default=None, converter=_message_ttl)
     #: a message schedule (ADR-51, :class:`Schedule`): the stream publishes this message later to its target
     schedule: Schedule | None = attrs.field(default=None, validator=_optional_schedule)
+    #: where the servers send this message's trace events (ADR-41, nats-server 2.11+): a subject, no wildcards
+    trace_dest: str | None = attrs.field(default=None, validator=_optional_subject)
 
     def __attrs_post_init__(self) -> None:
         if self.expected_last_subject_sequence_subject is not None and self.expected_last_subject_sequence is None:
@@ -118,6 +132,7 @@ class PublishOptions:
             (b"Nats-Expected-Stream", self.expected_stream),
             (b"Nats-Expected-Last-Msg-Id", self.expected_last_msg_id),
             (b"Nats-Expected-Last-Subject-Sequence-Subject", self.expected_last_subject_sequence_subject),
+            (b"Nats-Trace-Dest", self.trace_dest),
         ):
             if value is not None:
                 extra.append((key, value.encode()))

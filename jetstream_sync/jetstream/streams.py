@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from .. import errors
-from .._validate import check_int, check_subject
+from .._validate import check_int, check_name, check_subject
 from ..models import ConsumerConfig, ConsumerInfo, StoredMsg, StreamInfo
 from ..models.cluster import clustered_leader
 from ._features import require_server
@@ -14,9 +16,46 @@ from .consumers import Consumer, OrderedConsumer, OrderedConsumerConfig, Ordered
 from .direct import direct_get_batch, direct_get_last, direct_get_one
 
 if TYPE_CHECKING:
+    from .api import JetStreamAPI
     from .context import JetStream
 
-__all__ = ["Stream"]
+__all__ = ["Stream", "fetch_stream_info"]
+
+
+def fetch_stream_info(
+    api: JetStreamAPI, name: str, subjects_filter: str | None = None, deleted_details: bool = False
+) -> StreamInfo:
+    """``STREAM.INFO`` of stream ``name``; with ``subjects_filter``, every matching subject's count, asked page by
+    page (the server sends at most 100,000 subjects a reply, sorted, and says how many match in ``total``)."""
+    check_name("stream", name)
+    body: dict[str, Any] = {}
+    if subjects_filter is not None:
+        body["subjects_filter"] = check_subject("subjects_filter", subjects_filter, wildcards=True)
+    if not isinstance(deleted_details, bool):
+        raise errors.InvalidTypeError("deleted_details", f"must be True or False, got {type(deleted_details).__name__}")
+    if deleted_details:
+        body["deleted_details"] = True
+    suffix = f"STREAM.INFO.{name}"
+    response = api.request(suffix, body or None)
+    info = StreamInfo.from_json(response)
+    if subjects_filter is None:
+        return info
+    subjects = dict(info.state.subjects or {})
+    total = response.get("total")
+    while isinstance(total, int) and len(subjects) < total:
+        offset = len(subjects)
+        page = api.request(suffix, {**body, "offset": offset})
+        more = StreamInfo.from_json(page).state.subjects or {}
+        total = page.get("total")
+        if not more and isinstance(total, int) and offset < total:
+            raise errors.ProtocolError(
+                f"the server reported {total} subjects of stream {name!r} matching {subjects_filter!r}, but its "
+                f"page at offset {offset} held none"
+            )
+        subjects.update(more)
+        if len(subjects) == offset:  # nothing new (subjects came and went between pages): this is all of them
+            break
+    return attrs.evolve(info, state=attrs.evolve(info.state, subjects=subjects))
 
 
 class Stream:
@@ -31,10 +70,18 @@ class Stream:
     def __repr__(self) -> str:
         return f"<Stream {self.name!r}>"
 
-    def info(self) -> StreamInfo:
-        """The stream's info, asked now (also kept as ``cached_info``)."""
-        self.cached_info = self.jetstream.stream_info(self.name)
-        return self.cached_info
+    def info(self, *, subjects_filter: str | None = None, deleted_details: bool = False) -> StreamInfo:
+        """The stream's info, asked now (also kept as ``cached_info``, without the details below).
+
+        ``subjects_filter`` (wildcards allowed; ``>`` for all) fills ``state.subjects`` with the message count of
+        every matching subject, and ``deleted_details`` fills ``state.deleted`` with the deleted sequences:
+        nats.go's ``WithSubjectFilter`` and ``WithDeletedDetails``. See :meth:`JetStream.stream_info`.
+        """
+        info = self.jetstream.stream_info(self.name, subjects_filter=subjects_filter, deleted_details=deleted_details)
+        self.cached_info = info
+        if subjects_filter is not None or deleted_details:  # details may be large: not kept in the cache
+            self.cached_info = attrs.evolve(info, state=attrs.evolve(info.state, subjects=None, deleted=None))
+        return info
 
     def leader(self) -> str | None:
         """The name of the server leading the stream now: asks the server (a fresh :meth:`info`, which also
@@ -60,17 +107,30 @@ class Stream:
         return int(response.get("purged", 0))
 
     # -- single messages --------------------------------------------------------------------------------
-    def get_msg(self, sequence: int, *, direct: bool | None = None, timeout: float | None = None) -> StoredMsg:
+    def get_msg(
+        self,
+        sequence: int,
+        *,
+        subject: str | None = None,
+        direct: bool | None = None,
+        timeout: float | None = None,
+    ) -> StoredMsg:
         """The message stored at ``sequence``; MessageNotFoundError when there is none.
+
+        With ``subject`` (wildcards allowed): the first message on it stored at or after ``sequence`` (the API's
+        ``next_by_subj``, nats.go's ``WithGetMsgSubject``), so ``get_msg(m.seq + 1, subject=s)`` walks one
+        subject's messages without a consumer.
 
         Uses direct get (served by any replica, which may not have applied the latest writes yet) when the stream
         allows it, unless ``direct=False``: then the stream leader answers. ``timeout``: the context's by
         default; an election, or a stream whose servers are restarting, is waited out within it.
         """
-        check_int("sequence", sequence, minimum=1)
+        body: dict[str, Any] = {"seq": check_int("sequence", sequence, minimum=1)}
+        if subject is not None:
+            body["next_by_subj"] = check_subject("subject", subject, wildcards=True)
         if self._use_direct(direct):
-            return direct_get_one(self.jetstream.api, self.name, {"seq": sequence}, timeout=timeout)
-        return self._api_get({"seq": sequence}, timeout)
+            return direct_get_one(self.jetstream.api, self.name, body, timeout=timeout)
+        return self._api_get(body, timeout)
 
     def get_last_msg(self, subject: str, *, direct: bool | None = None, timeout: float | None = None) -> StoredMsg:
         """The last message stored on ``subject``; MessageNotFoundError when there is none. ``direct`` and

@@ -19,9 +19,9 @@ The types are split by API area, the way nats.go splits ``jetstream/stream_confi
 ``consumer_config.go``, so a change to one area's wire format is made and reviewed in one place:
 
 - ``_base``: the attrs base class, the generic mapping, time and duration conversions, shared validators.
-- ``stream``: stream policies, :class:`StreamConfig`, :class:`StreamInfo`, :class:`StreamState`, :class:`StoredMsg`,
-  and mirrors and sources: :class:`StreamSource`, :class:`SubjectTransform`, :class:`ExternalStream`,
-  :class:`StreamSourceInfo`.
+- ``stream``: stream policies, :class:`StreamConfig` (its :class:`RePublish` and :class:`StreamConsumerLimits`),
+  :class:`StreamInfo`, :class:`StreamState`, :class:`StoredMsg`, and mirrors and sources: :class:`StreamSource`,
+  :class:`SubjectTransform`, :class:`ExternalStream`, :class:`StreamConsumerSource`, :class:`StreamSourceInfo`.
 - ``cluster``: :class:`Placement`, and the :class:`ClusterInfo` and :class:`PeerInfo` streams and consumers report.
 - ``consumer``: consumer policies, :class:`ConsumerConfig`, :class:`ConsumerInfo`, :class:`SequenceInfo`.
 - ``account``: :class:`AccountInfo`, :class:`AccountLimits`, :class:`APIStats`.
@@ -79,11 +79,14 @@ from .stream import (
     DiscardPolicy,
     ExternalStream,
     PersistMode,
+    RePublish,
     RetentionPolicy,
     StorageType,
     StoreCompression,
     StoredMsg,
     StreamConfig,
+    StreamConsumerLimits,
+    StreamConsumerSource,
     StreamInfo,
     StreamSource,
     StreamSourceInfo,
@@ -121,6 +124,7 @@ __all__ = [
     "PriorityGroupState",
     "PriorityPolicy",
     "PubAck",
+    "RePublish",
     "ReplayPolicy",
     "RetentionPolicy",
     "SequenceInfo",
@@ -129,6 +133,8 @@ __all__ = [
     "StoredMsg",
     "StreamAction",
     "StreamConfig",
+    "StreamConsumerLimits",
+    "StreamConsumerSource",
     "StreamInfo",
     "StreamLeaderElected",
     "StreamSource",

@@ -30,8 +30,11 @@ class AccountLimits(_Model):
 
 @attrs.frozen(kw_only=True)
 class APIStats(_Model):
-    """The account's JetStream API request counts: ``total`` requests and ``errors`` among them."""
+    """The account's JetStream API request counts: ``total`` requests and ``errors`` among them; and ``level``,
+    the JetStream API level of the server that answered (ADR-44: 1 for nats-server 2.11, 2 for 2.12, 4 for 2.14,
+    5 for 2.15; 0 from a server older than 2.11, which does not report one)."""
 
+    level: int = 0
     total: int = 0
     errors: int = 0
 

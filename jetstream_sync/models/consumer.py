@@ -70,11 +70,19 @@ class DeliverPolicy(enum.Enum):
 
 
 class AckPolicy(enum.Enum):
-    """How a consumer's messages are acknowledged: each one (explicit), all up to one (all), or not at all (none)."""
+    """How a consumer's messages are acknowledged: each one (explicit), all up to one (all), or not at all (none).
+
+    FLOW_CONTROL (nats-server 2.14+, ADR-60) is for the consumer a stream sources or mirrors through
+    (:class:`~jetstream_sync.models.StreamConsumerSource`): the sourcing server's answers to flow control
+    acknowledge everything it stored up to then, as ALL would. It needs a push consumer (``deliver_subject``)
+    and no ``ack_wait``, ``backoff`` or ``max_deliver``; the server turns on flow control and a 1 s heartbeat.
+    nats.go's ``AckFlowControlPolicy``.
+    """
 
     EXPLICIT = "explicit"
     ALL = "all"
     NONE = "none"
+    FLOW_CONTROL = "flow_control"
 
 
 class ReplayPolicy(enum.Enum):
@@ -270,6 +278,8 @@ class ConsumerConfig(_Model):
                 "filter_subjects", "cannot be combined with filter_subject; put every subject in filter_subjects"
             )
         self._check_priority()
+        if self.ack_policy is AckPolicy.FLOW_CONTROL:
+            self._check_flow_control_acks()
         if self.backoff and self.max_deliver is not None and 0 < self.max_deliver <= len(self.backoff):
             raise InvalidArgumentError(
                 "max_deliver",
@@ -291,6 +301,28 @@ class ConsumerConfig(_Model):
             raise InvalidArgumentError("priority_groups", f"{policy} needs at least one group, e.g. ['jobs']")
         if self.deliver_subject is not None:
             raise InvalidArgumentError("priority_policy", "priority groups are for pull consumers (no deliver_subject)")
+
+    def _check_flow_control_acks(self) -> None:
+        """The server's rules for AckPolicy.FLOW_CONTROL (10218-10222); it would also quietly replace a
+        ``flow_control`` or ``idle_heartbeat`` of its own choosing, which is refused here instead."""
+        unset = "must be unset with AckPolicy.FLOW_CONTROL (the sourcing server's flow control acknowledges)"
+        if self.deliver_subject is None:
+            raise InvalidArgumentError(
+                "deliver_subject", "AckPolicy.FLOW_CONTROL needs a push consumer: set the deliver_subject"
+            )
+        if self.flow_control is False:
+            raise InvalidArgumentError("flow_control", "AckPolicy.FLOW_CONTROL acknowledges through flow control")
+        if self.idle_heartbeat not in (None, 1.0):
+            raise InvalidArgumentError("idle_heartbeat", "is 1 second with AckPolicy.FLOW_CONTROL; leave it unset")
+        for field in ("ack_wait", "backoff"):
+            if getattr(self, field):
+                raise InvalidArgumentError(field, unset)
+        if self.max_deliver is not None and self.max_deliver > 0:
+            raise InvalidArgumentError("max_deliver", unset + "; a message is delivered until it is stored")
+        if self.max_ack_pending == -1:
+            raise InvalidArgumentError(
+                "max_ack_pending", "must be a count with AckPolicy.FLOW_CONTROL (unset: the server's 1,000)"
+            )
 
     @property
     def is_durable(self) -> bool:

@@ -18,7 +18,6 @@ from .._validate import check_bucket_name
 from ..errors import InvalidArgumentError, KeyHistoryTooLargeError
 from ._base import (
     _check_bool,
-    _check_dict,
     _check_duration,
     _check_int,
     _check_str,
@@ -29,6 +28,7 @@ from ._base import (
 from .cluster import Placement, to_placement
 from .stream import (
     DiscardPolicy,
+    RePublish,
     StorageType,
     StoreCompression,
     StreamConfig,
@@ -36,6 +36,7 @@ from .stream import (
     StreamSource,
     SubjectTransform,
     to_mirror,
+    to_republish,
     to_sources,
 )
 
@@ -90,7 +91,13 @@ class KeyValueConfig:
     (nats-server 2.11+) makes the server leave a marker, kept that long, when a value ends by the bucket's TTL
     and enables per-key TTLs (``create(..., ttl=)``, ``purge(..., ttl=)``). ``mirror`` and ``sources`` are
     :class:`StreamSource` values (or dicts in the server's JSON shape), ``placement`` a :class:`Placement` (or
-    dict); a source or mirror name without ``KV_`` means that bucket.
+    dict), ``republish`` a :class:`RePublish` (or dict); a source or mirror name without ``KV_`` means that
+    bucket, whose keys land under this bucket's.
+
+    A source may also be a stream that is not a bucket (as in nats.go): give it ``subject_transforms`` that map
+    its subjects into this bucket's keys, e.g. ``SubjectTransform(src="orders.*", dest="$KV.<bucket>.$1")``; a
+    source whose transforms read no ``$KV.`` subject is taken by its stream name, as it is. The transforms of
+    any source must map into ``$KV.<bucket>.`` (a message anywhere else would be no key of the bucket).
     """
 
     bucket: str = attrs.field(validator=_check_bucket)
@@ -102,7 +109,7 @@ class KeyValueConfig:
     storage: StorageType = attrs.field(default=StorageType.FILE, converter=_storage)
     replicas: int = attrs.field(default=1, validator=_check_int(1, 5))
     placement: Placement | None = attrs.field(default=None, converter=to_placement)
-    republish: dict[str, Any] | None = attrs.field(default=None, validator=_check_dict)
+    republish: RePublish | None = attrs.field(default=None, converter=to_republish)
     mirror: StreamSource | None = attrs.field(default=None, converter=to_mirror)
     sources: list[StreamSource] | None = attrs.field(default=None, converter=to_sources)
     compression: bool = attrs.field(default=False, validator=_check_bool)
@@ -112,6 +119,15 @@ class KeyValueConfig:
     def __attrs_post_init__(self) -> None:
         if self.mirror is not None and self.sources:
             raise InvalidArgumentError("mirror", "a bucket can mirror one bucket or take sources, not both")
+        keys = f"$KV.{self.bucket}."
+        for i, source in enumerate(self.sources or []):
+            for transform in source.subject_transforms or []:
+                if not transform.dest.startswith(keys):
+                    raise InvalidArgumentError(
+                        "sources",
+                        f"[{i}].subject_transforms: dest {transform.dest!r} is no key of bucket {self.bucket!r}; map "
+                        f"into {keys}<key>",
+                    )
 
     def stream_config(self) -> StreamConfig:
         """The bucket's stream, as every client makes it: rollups allowed (purge), deletes denied (markers
@@ -156,7 +172,10 @@ class KeyValueConfig:
 
     def _source(self, source: StreamSource) -> StreamSource:
         """A source bucket's keys land under this bucket's prefix (as nats.go maps them), unless the source
-        brings its own transforms."""
+        brings its own transforms; a source whose transforms read no ``$KV.`` subject is a stream that is not a
+        bucket, named as it is (nats.go takes every source with transforms by its name as given)."""
+        if source.subject_transforms and not any(t.src.startswith("$KV.") for t in source.subject_transforms):
+            return source
         stream = _kv_stream(source.name)
         origin = stream[len(KV_STREAM_PREFIX) :]
         transforms = source.subject_transforms

@@ -1,17 +1,19 @@
-"""Stream types: the retention, discard, storage and compression policies, :class:`StreamConfig`, the
-:class:`StreamInfo` and :class:`StreamState` the server reports, and :class:`StoredMsg`; and what mirrors and
-sources are made of: :class:`StreamSource` (with :class:`SubjectTransform` and :class:`ExternalStream`) in a
+"""Stream types: the retention, discard, storage and compression policies, :class:`StreamConfig` (with its
+:class:`RePublish` and :class:`StreamConsumerLimits`), the :class:`StreamInfo` and :class:`StreamState` the server
+reports, and :class:`StoredMsg`; and what mirrors and sources are made of: :class:`StreamSource` (with
+:class:`SubjectTransform`, :class:`ExternalStream` and, for durable sourcing, :class:`StreamConsumerSource`) in a
 config, :class:`StreamSourceInfo` in an info.
 
 :class:`StoredMsg` is here because it is a message read back out of a stream (``$JS.API.STREAM.MSG.GET`` and
 direct get), not a publish result. :class:`Placement` and :class:`ClusterInfo` live in ``cluster``, as consumers
 report a cluster too.
 
-``placement``, ``mirror``, ``sources`` and ``subject_transform`` are typed, and each also takes a dict in the
-server's JSON shape (what callers passed before the types existed), decoded and then checked like the model.
-``republish`` and ``consumer_limits`` are still plain dicts. nats.go's ``StreamSource.Domain`` is not a field:
-it is never sent (nats.go turns it into ``external``), so a config read back from the server could not hold it
-and would differ from the one given; :meth:`ExternalStream.for_domain` makes that ``external`` instead.
+``placement``, ``mirror``, ``sources``, ``subject_transform``, ``republish`` and ``consumer_limits`` are typed,
+and each also takes a dict in the server's JSON shape (what callers passed before the types existed), decoded
+and then checked like the model (so a dict's durations are nanoseconds, as on the wire). nats.go's
+``StreamSource.Domain`` is not a field: it is never sent (nats.go turns it into ``external``), so a config read
+back from the server could not hold it and would differ from the one given; :meth:`ExternalStream.for_domain`
+makes that ``external`` instead.
 The enum converters sit beside their enums because only :class:`StreamConfig` uses them.
 """
 
@@ -33,7 +35,6 @@ from ._base import (
     _as_list,
     _check_bool,
     _check_deliver_subject,
-    _check_dict,
     _check_duration,
     _check_filter,
     _check_int,
@@ -56,11 +57,14 @@ __all__ = [
     "DiscardPolicy",
     "ExternalStream",
     "PersistMode",
+    "RePublish",
     "RetentionPolicy",
     "StorageType",
     "StoreCompression",
     "StoredMsg",
     "StreamConfig",
+    "StreamConsumerLimits",
+    "StreamConsumerSource",
     "StreamInfo",
     "StreamSource",
     "StreamSourceInfo",
@@ -151,7 +155,8 @@ def _check_transform_dest(_inst: object, attr: attrs.Attribute[Any], value: obje
         raise InvalidTypeError(attr.name, f"must be a str, got {type(value).__name__}")
 
 
-def _check_api_prefix(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
+def _check_literal(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
+    """A subject without wildcards, required (None is refused too)."""
     check_subject(attr.name, value)
 
 
@@ -171,7 +176,7 @@ class ExternalStream(_Model):
     JetStream API is reached from here (``$JS.<domain>.API`` for a domain, or an account's imported prefix),
     ``deliver`` the prefix of the subjects the messages are delivered on (cross-account setups import it)."""
 
-    api: str = attrs.field(validator=_check_api_prefix)
+    api: str = attrs.field(validator=_check_literal)
     deliver: str | None = attrs.field(default=None, validator=_check_deliver_subject)
 
     @classmethod
@@ -189,6 +194,27 @@ class ExternalStream(_Model):
         return None
 
 
+@attrs.frozen(kw_only=True)
+class StreamConsumerSource(_Model):
+    """Durable sourcing (ADR-60, nats-server 2.14+): the source or mirror reads through a consumer made
+    beforehand on the stream it reads, instead of one the server makes and deletes by itself.
+
+    That consumer is a durable push consumer named ``name``, delivering to ``deliver_subject``, with
+    ``ack_policy=AckPolicy.FLOW_CONTROL``: the sourcing server acknowledges what it stored through flow control,
+    so a work-queue or interest stream loses nothing while the link is down, and the consumer can be watched,
+    paused and resumed like any other. Where to start and which subjects to take are that consumer's
+    (``deliver_policy``, ``opt_start_seq``, ``filter_subject``), not the source's. nats.go's
+    ``StreamConsumerSource``.
+    """
+
+    name: str = attrs.field(validator=_check_name)
+    deliver_subject: str = attrs.field(validator=_check_literal)
+
+
+def _consumer_source(value: StreamConsumerSource | Mapping[str, Any] | None) -> StreamConsumerSource | None:
+    return None if value is None else _to_model(StreamConsumerSource, "consumer", value)
+
+
 def _transforms(value: Sequence[SubjectTransform | Mapping[str, Any]] | None) -> list[SubjectTransform] | None:
     return None if value is None else _to_models(SubjectTransform, "subject_transforms", value)
 
@@ -203,7 +229,9 @@ class StreamSource(_Model):
 
     ``name`` is that stream (in another account or domain with ``external``); it is read from its start, or from
     ``opt_start_seq`` or ``opt_start_time`` (one of them). Which messages: all, those on ``filter_subject``, or
-    those matching a ``subject_transforms`` source, renamed to its destination (one of the two).
+    those matching a ``subject_transforms`` source, renamed to its destination (one of the two). With
+    ``consumer`` (nats-server 2.14+) it is read through that durable consumer (see
+    :class:`StreamConsumerSource`), which then decides where to start and what to filter.
     """
 
     name: str = attrs.field(validator=_check_name)
@@ -216,10 +244,21 @@ class StreamSource(_Model):
     external: ExternalStream | None = attrs.field(
         default=None, converter=_external, metadata=_meta("model", model=ExternalStream)
     )
+    #: durable sourcing through a consumer made beforehand (ADR-60, nats-server 2.14+)
+    consumer: StreamConsumerSource | None = attrs.field(
+        default=None, converter=_consumer_source, metadata=_meta("model", model=StreamConsumerSource)
+    )
 
     def __attrs_post_init__(self) -> None:
         """The server refuses both filters (10144, 10150). Given both starts it now quietly takes the sequence
-        (older servers refused that for a mirror, 10032): one of them is asked for instead."""
+        (older servers refused that for a mirror, 10032): one of them is asked for instead. With a ``consumer``
+        the start and the filter are the consumer's (10213, 10215)."""
+        if self.consumer is not None:
+            for field in ("opt_start_seq", "opt_start_time", "filter_subject"):
+                if getattr(self, field) is not None:
+                    raise InvalidArgumentError(
+                        field, "is the consumer's to set when sourcing through a consumer; set it on that consumer"
+                    )
         if self.opt_start_seq is not None and self.opt_start_time is not None:
             raise InvalidArgumentError(
                 "opt_start_time", "cannot be combined with opt_start_seq; start from a sequence or from a time"
@@ -282,6 +321,74 @@ def _subject_transform(value: SubjectTransform | Mapping[str, Any] | None) -> Su
 # --- streams -------------------------------------------------------------------------------------------------
 
 
+def _check_republish_dest(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
+    """Required; otherwise only the type, as for a transform's destination (mapping functions are the server's)."""
+    _check_transform_dest(_inst, attr, value)
+    if not value:
+        raise InvalidArgumentError(attr.name, "is required: the subject (or subject mapping) to republish to")
+
+
+@attrs.frozen(kw_only=True)
+class RePublish(_Model):
+    """What a stream republishes (nats.go's ``RePublish``): every message it stores on a subject matching ``src``
+    (``>``, every subject, by default) is published again on core NATS to ``dest``, a subject or a mapping of
+    ``src``'s wildcards (``$1``, ``{{wildcard(1)}}``), with headers naming the stream, its sequence and the
+    previous sequence on that subject; ``headers_only`` sends the headers and the payload's size
+    (``Nats-Msg-Size``) without the payload. Subscribers get every stored message without a consumer, and
+    nothing that was not stored.
+
+    ``dest`` must not overlap the stream's own subjects (a republished message would be stored again): the
+    stream config refuses that before sending, as the server does.
+    """
+
+    src: str = attrs.field(default=">", validator=_check_transform_src)
+    dest: str = attrs.field(validator=_check_republish_dest)
+    headers_only: bool = attrs.field(default=False, validator=_check_bool, metadata=_OMITEMPTY)
+
+
+def to_republish(value: RePublish | Mapping[str, Any] | None) -> RePublish | None:
+    """A ``republish`` field's value (the key-value config has one too): a RePublish, or a dict in the server's
+    JSON shape."""
+    return None if value is None else _to_model(RePublish, "republish", value)
+
+
+@attrs.frozen(kw_only=True)
+class StreamConsumerLimits(_Model):
+    """Limits every consumer of the stream gets (nats.go's ``StreamConsumerLimits``): a consumer that does not
+    set ``inactive_threshold`` (seconds) or ``max_ack_pending`` takes these, and one that asks for more is
+    refused (the server's ``ConsumerConfigError``). None leaves that limit unset."""
+
+    inactive_threshold: float | None = attrs.field(
+        default=None,
+        converter=attrs.converters.optional(_to_seconds),
+        validator=_check_duration,
+        metadata=_meta("duration", omitempty=True, allow_zero=False),
+    )
+    max_ack_pending: int | None = attrs.field(default=None, validator=_check_int(1), metadata=_OMITEMPTY)
+
+
+def _consumer_limits(value: StreamConsumerLimits | Mapping[str, Any] | None) -> StreamConsumerLimits | None:
+    """No limits at all is None: what the server reports (``{}``) for a stream without them."""
+    limits = None if value is None else _to_model(StreamConsumerLimits, "consumer_limits", value)
+    if limits is None or (limits.inactive_threshold is None and limits.max_ack_pending is None):
+        return None
+    return limits
+
+
+def subjects_collide(first: str, second: str) -> bool:
+    """Whether some subject matches both ``first`` and ``second`` (either may hold wildcards); a token that is
+    not a wildcard, such as a mapping function, is compared as written, as the server compares it."""
+    a, b = first.split("."), second.split(".")
+    for i in range(max(len(a), len(b))):
+        x = a[i] if i < len(a) else None
+        y = b[i] if i < len(b) else None
+        if x == ">" or y == ">":
+            return x is not None and y is not None
+        if x is None or y is None or (x != y and "*" not in (x, y)):
+            return False
+    return True
+
+
 @attrs.frozen(kw_only=True)
 class StreamConfig(_Model):
     """A stream's configuration. Integer limits default to -1 (unlimited) and are always sent, as nats.go does."""
@@ -337,7 +444,9 @@ class StreamConfig(_Model):
     subject_transform: SubjectTransform | None = attrs.field(
         default=None, converter=_subject_transform, metadata=_meta("model", model=SubjectTransform)
     )
-    republish: dict[str, Any] | None = attrs.field(default=None, validator=_check_dict)
+    republish: RePublish | None = attrs.field(
+        default=None, converter=to_republish, metadata=_meta("model", model=RePublish)
+    )
     metadata: dict[str, str] | None = attrs.field(default=None, validator=_check_str_dict)
     allow_msg_ttl: bool = attrs.field(default=False, validator=_check_bool)
     subject_delete_marker_ttl: float | None = attrs.field(
@@ -346,7 +455,9 @@ class StreamConfig(_Model):
         validator=_check_duration,
         metadata=_DURATION,
     )
-    consumer_limits: dict[str, Any] | None = attrs.field(default=None, validator=_check_dict)
+    consumer_limits: StreamConsumerLimits | None = attrs.field(
+        default=None, converter=_consumer_limits, metadata=_meta("model", model=StreamConsumerLimits)
+    )
     # nats-server 2.12+ (2.14+ for allow_batched). Left out of the request unless set: the server refuses a field
     # it does not know, so an older server still takes a config that does not use them.
     #: counters (ADR-49): each message adds to the subject's running total
@@ -388,7 +499,46 @@ class StreamConfig(_Model):
             raise InvalidArgumentError(
                 "placement", "preferred is for leader step-down requests; a stream's placement cannot name one"
             )
+        self._check_republish()
         self._check_mirror()
+        self._check_source_consumers()
+
+    def _check_republish(self) -> None:
+        """A destination overlapping the stream's subjects would store every message again (the server's "forms
+        a cycle", 10052); except the server's one exception: ``>`` to ``>`` on a stream of one subject that its
+        ``subject_transform`` renames republishes the renamed subjects."""
+        republish = self.republish
+        if republish is None:
+            return
+        transform = self.subject_transform
+        if (
+            republish.src in ("", ">")
+            and republish.dest == ">"
+            and transform is not None
+            and self.subjects == [transform.src]
+        ):
+            return
+        for subject in self.subjects:
+            if subjects_collide(republish.dest, subject):
+                raise InvalidArgumentError(
+                    "republish",
+                    f"dest {republish.dest!r} overlaps the stream's subject {subject!r}: what is republished would "
+                    "be stored again; republish to subjects outside the stream",
+                )
+
+    def _check_source_consumers(self) -> None:
+        """Two sources of one stream cannot share a consumer (10216): it delivers each message once."""
+        seen: set[tuple[str, str | None, str]] = set()
+        for source in self.sources or []:
+            if source.consumer is None:
+                continue
+            key = (source.name, source.external.api if source.external else None, source.consumer.name)
+            if key in seen:
+                raise InvalidArgumentError(
+                    "sources",
+                    f"two sources of stream {source.name!r} read through consumer {key[2]!r}; give each its own",
+                )
+            seen.add(key)
 
     def _check_mirror(self) -> None:
         """The server's rules for a mirror (its error codes 10034, 10031, 10143, 10173, 10198, 10209, 10186, and

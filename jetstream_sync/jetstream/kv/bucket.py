@@ -474,15 +474,30 @@ class KeyValue:
                     if operation_of_raw(msg.raw_headers) is put:
                         yield msg.subject[cut:]
 
-    def history(self, key: str, *, timeout: float | timedelta | None = None) -> list[KeyValueEntry]:
+    def history(
+        self,
+        key: str,
+        *,
+        meta_only: bool = False,
+        ignore_deletes: bool = False,
+        timeout: float | timedelta | None = None,
+    ) -> list[KeyValueEntry]:
         """Every stored value and marker of ``key``, oldest first; KeyNotFoundError when it has none.
+
+        ``meta_only`` reads the entries without their values (``value`` is empty; revisions, times and
+        operations cross the network, the values stay on the server); ``ignore_deletes`` leaves the delete and
+        purge markers out (KeyNotFoundError when nothing else is left): nats.go's ``MetaOnly()`` and
+        ``IgnoreDeletes()``.
 
         ``timeout`` (seconds; default: the context's) bounds the whole walk: TimeoutError (saying how many
         entries were read) rather than a wait on a link gone silent. Runs on the calling thread.
         """
         check_key(key)
+        # nats.go's History is a watch with IncludeHistory: the same options, checked the same way
+        options = WatchOptions(include_history=True, meta_only=meta_only, ignore_deletes=ignore_deletes)
         walk = self._walk(timeout, f"history() of key {key!r} in bucket {self.bucket!r}")
-        entries = list(self._scan(walk, [self.prefix + key], DeliverPolicy.ALL, headers_only=False))
+        scan = self._scan(walk, [self.prefix + key], DeliverPolicy.ALL, headers_only=options.meta_only)
+        entries = [e for e in scan if not (options.ignore_deletes and e.operation is not KeyValueOp.PUT)]
         if not entries:
             raise errors.KeyNotFoundError(f"key {key!r} not found in bucket {self.bucket!r}")
         return entries

@@ -44,3 +44,17 @@ def test_bad_checks_raise_typed_errors(kwargs, error, field):
     with pytest.raises(error) as info:
         PublishOptions(**kwargs)
     assert info.value.field == field
+
+
+def test_a_trace_destination_is_its_header():
+    assert PublishOptions(trace_dest="trace.orders").headers() == [(b"Nats-Trace-Dest", b"trace.orders")]
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [("trace.*", errors.InvalidArgumentError), ("", errors.InvalidArgumentError), (b"t", errors.InvalidTypeError)],
+)
+def test_a_trace_destination_is_one_subject(value, error):
+    with pytest.raises(error) as info:
+        PublishOptions(trace_dest=value)
+    assert info.value.field == "trace_dest"

@@ -682,8 +682,8 @@ def test_account_info_round_trip() -> None:
         memory_max_stream_bytes=-1,
         storage_max_stream_bytes=-1,
     )
-    assert info.api == APIStats(total=42, errors=1)
-    assert info.api.extra == {"level": 1}
+    assert info.api == APIStats(level=1, total=42, errors=1)  # the JetStream API level (ADR-44)
+    assert info.api.extra == {}
     assert info.domain == "hub"
     assert info.tiers is None
     assert AccountInfo.from_json(info.to_json()) == info

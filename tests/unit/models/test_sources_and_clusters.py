@@ -19,6 +19,7 @@ from jetstream_sync.models import (
     PeerInfo,
     Placement,
     StreamConfig,
+    StreamConsumerSource,
     StreamInfo,
     StreamSource,
     StreamSourceInfo,
@@ -224,10 +225,11 @@ def test_a_config_from_the_wire_goes_back_unchanged() -> None:
 
 
 def test_a_mirror_config_goes_back_unchanged() -> None:
-    wire = {"name": "M", "mirror": {"name": "ORDERS", "opt_start_seq": 5, "consumer": {"name": "dur"}}}
+    wire = {"name": "M", "mirror": {"name": "ORDERS", "consumer": {"name": "dur", "deliver_subject": "dlv.dur"}}}
     config = from_wire(StreamConfig, wire)
-    assert config.mirror == StreamSource(name="ORDERS", opt_start_seq=5)
-    assert config.mirror is not None and config.mirror.extra == {"consumer": {"name": "dur"}}  # 2.14, not modeled
+    consumer = StreamConsumerSource(name="dur", deliver_subject="dlv.dur")  # durable sourcing, nats-server 2.14+
+    assert config.mirror == StreamSource(name="ORDERS", consumer=consumer)
+    assert config.mirror is not None and config.mirror.extra == {}
     assert to_wire(config)["mirror"] == wire["mirror"]
 
 

@@ -14,6 +14,7 @@ from jetstream_sync import (
     KeyValueEntry,
     KeyValueOp,
     Placement,
+    RePublish,
     StorageType,
     StoreCompression,
     StreamSource,
@@ -46,7 +47,7 @@ def test_every_field_maps_to_the_stream():
     assert (sc.name, sc.subjects, sc.description) == ("KV_b", ["$KV.b.>"], "d")
     assert (sc.max_msg_size, sc.max_msgs_per_subject, sc.max_age, sc.max_bytes) == (10, 3, 600, 1000)
     assert (sc.storage, sc.num_replicas, sc.placement) == (StorageType.MEMORY, 3, Placement(cluster="c1"))
-    assert sc.republish == {"src": ">", "dest": "out.>", "headers_only": True}
+    assert sc.republish == RePublish(src=">", dest="out.>", headers_only=True)  # the dict, typed
     assert (sc.compression, sc.metadata) == (StoreCompression.S2, {"k": "v"})
     assert (sc.allow_msg_ttl, sc.subject_delete_marker_ttl) == (True, 90)
     assert sc.duplicate_window == 120
