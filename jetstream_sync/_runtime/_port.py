@@ -227,10 +227,10 @@ class Runtime:
             self._state.connected()
             if opts.connected_callback is not None:
                 self._callbacks.submit(opts.connected_callback)
-        # subscribed while reconnecting, the reply inbox is sent before anything buffered once connected
-        await self._nc.fast_subscribe(self._mux.subject, "", self._mux.handle)
         if not connected:
             self._nc.connect_in_background(opts.servers)
+        # subscribed while reconnecting, the reply inbox is sent before anything buffered once connected
+        await self._nc.fast_subscribe(self._mux.subject, "", self._mux.handle)
         self._nc.open_gate()  # requests may be written by their own threads now (the reply inbox is subscribed)
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep_expired())
 
