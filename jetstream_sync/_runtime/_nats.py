@@ -526,7 +526,14 @@ class NatsConnection(nats.aio.client.Client):
                     self._wake = None
         if s.uri.scheme in ("ws", "wss") and not self._transport:
             self._transport = WebSocketTransport(ws_headers=self.options.get("ws_connection_headers"))
-        await super()._connect_to_server(s)
+        try:
+            await super()._connect_to_server(s)
+        except BaseException:
+            transport = self._transport
+            if isinstance(transport, WebSocketTransport):
+                self._transport = None
+                await transport.discard()
+            raise
 
     async def _reconnect_delay(self, s: Any) -> float:
         """IO thread: how long after its last attempt server ``s`` is tried again: ``reconnect_delay_callback

@@ -95,8 +95,49 @@ class GatedTcpTransport(nats.aio.transport.TcpTransport):
 
 
 class WebSocketTransport(nats.aio.transport.WebSocketTransport):
-    """nats-py's websocket transport, sending a burst of commands as one frame (see the module docstring)."""
+    """nats-py's websocket transport, with three changes: a burst of commands is one frame (see the module
+    docstring); the handshake is bounded by ``connect_timeout`` (nats-py passes it to aiohttp as the close
+    timeout, so a server that accepts the TCP connection and never answers held the attempt for aiohttp's
+    five-minute default); and an attempt that fails closes its aiohttp session (:meth:`discard`)."""
+
+    async def connect(self, uri: Any, buffer_size: int, connect_timeout: int) -> None:
+        self._ws = await self._open(uri.geturl(), None, connect_timeout)
+        self._using_tls = False
+
+    async def connect_tls(self, uri: Any, ssl_context: ssl.SSLContext, buffer_size: int, connect_timeout: int) -> None:
+        if self._ws is not None and not self._ws.closed:
+            if self._using_tls:
+                return
+            raise ConnectionError("a ws:// connection cannot be upgraded to TLS: use a wss:// URL")
+        self._ws = await self._open(uri if isinstance(uri, str) else uri.geturl(), ssl_context, connect_timeout)
+        self._using_tls = True
+
+    async def _open(self, url: str, ssl_context: ssl.SSLContext | None, timeout: float) -> Any:
+        import aiohttp  # present: nats-py's transport refuses to be made without it
+
+        options: dict[str, Any] = {"ssl": ssl_context} if ssl_context is not None else {}
+        ws_timeout = getattr(aiohttp, "ClientWSTimeout", None)  # aiohttp 3.10+; a float before (deprecated since)
+        options["timeout"] = timeout if ws_timeout is None else ws_timeout(ws_close=timeout)
+        client: Any = self._client
+        opening = client.ws_connect(
+            url,
+            headers=self._get_custom_headers(),  # type: ignore[no-untyped-call]
+            max_msg_size=0,
+            **options,
+        )
+        return await asyncio.wait_for(opening, timeout)
 
     def writelines(self, payload: list[bytes]) -> None:
         if payload:
             self.write(payload[0] if len(payload) == 1 else b"".join(payload))  # type: ignore[no-untyped-call]
+
+    async def discard(self) -> None:
+        """Close the websocket and the aiohttp session of an attempt that failed (nats-py would keep them for
+        the next attempt and leave the session unclosed if there is none)."""
+        ws, client = self._ws, self._client
+        self._ws = None
+        self._client = None  # type: ignore[assignment]  # falsy now: nats-py makes a new transport for the next attempt
+        if ws is not None and not ws.closed:
+            await ws.close()
+        if client is not None:
+            await client.close()
