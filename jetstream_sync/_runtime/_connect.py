@@ -81,6 +81,7 @@ class ConnectionState:
         #: the errors of the connection attempts since it was last up (bounded)
         self.attempt_errors: deque[BaseException] = deque(maxlen=_KEPT_ERRORS)
         self._last_error: BaseException | None = None
+        self._noted: BaseException | None = None
 
     @property
     def last_error(self) -> errors.JetStreamError | None:
@@ -88,10 +89,14 @@ class ConnectionState:
         return self._last_error if isinstance(self._last_error, errors.JetStreamError) else None
 
     def note(self, error: BaseException, *, attempt: bool = False) -> None:
-        """An error to remember (``attempt``: a failed connection attempt, kept for a failed wait's message)."""
+        """An error to remember (``attempt``: a failed connection attempt, kept for a failed wait's message).
+        The same error noted again (translated, by the error report that follows) changes nothing."""
+        if error is self._noted or (self._noted is not None and translate_error(self._noted) is error):
+            return
+        self._noted = error
         if attempt:
             self.attempt_errors.append(error)
-        self._last_error = error if isinstance(error, errors.JetStreamError) else _as_ours(error)
+        self._last_error = error if isinstance(error, errors.JetStreamError) else _as_ours(error, attempt)
 
     def connected(self) -> bool:
         """The connection is up; True the first time."""
@@ -138,12 +143,16 @@ class ConnectionState:
         return True
 
 
-def _as_ours(error: BaseException) -> errors.JetStreamError:
-    """A nats-py or socket error as ours: it cost the connection (or an attempt at one)."""
+def _as_ours(error: BaseException, attempt: bool) -> errors.JetStreamError:
+    """A nats-py or socket error as ours: a failed attempt at a server, or the loss of the connection."""
     translated = translate_error(error)
     if isinstance(translated, errors.JetStreamError):
         return translated
     text = str(error).strip() or type(error).__name__
-    wrapped = errors.NotConnectedError(f"the connection or an attempt at it failed: {text}")
+    wrapped: errors.JetStreamError
+    if attempt:
+        wrapped = errors.NoServersError(f"a connection attempt failed: {text}")
+    else:
+        wrapped = errors.NotConnectedError(f"the connection was lost: {text}")
     wrapped.__cause__ = error
     return wrapped

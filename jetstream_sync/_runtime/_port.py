@@ -251,8 +251,7 @@ class Runtime:
             log.debug("while connecting: %s", exc)  # the failure is raised from connect()
             self._connect_errors.append(exc)
             return
-        if not self.is_connected:
-            self._state.attempt_errors.append(exc)  # for first_connect_wait's message; report_error notes it
+        self._state.note(exc, attempt=not self.is_connected)  # before report_error notes it again: no change
         self.report_error(translate_error(exc))
 
     def _on_lost(self, exc: BaseException) -> None:  # IO thread: a read error, EOF, stale pings

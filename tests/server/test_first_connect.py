@@ -66,7 +66,8 @@ def test_a_worker_that_starts_before_nats_connects_once_it_is_up() -> None:
     try:
         assert time.monotonic() - started < 2.0
         assert not nc.is_connected and nc.is_reconnecting and not nc.is_closed
-        assert isinstance(nc.last_error, errors.NoServersError)
+        assert isinstance(nc.last_error, errors.NoServersError)  # the first round's, or a later attempt's
+        assert str(server.port) in str(nc.last_error)
         assert "reconnecting" in repr(nc)
         # what a worker does at start-up behaves as while reconnecting
         sub = nc.subscribe("jobs.>")
@@ -152,3 +153,30 @@ def test_background_attempts_that_run_out_close_the_client(unused_port: int) -> 
     assert isinstance(nc.last_error, errors.JetStreamError)
     with pytest.raises(errors.ConnectionClosedError):
         nc.publish("x", b"y")
+
+
+def test_the_integrations_settings_make_a_worker_that_waits_for_nats() -> None:
+    """Flask's, Django's and Celery's settings all go through ConnectionSettings.from_mapping; the process's
+    client connects in the background."""
+    from jetstream_sync.integrations import close_process_clients, process_client
+    from jetstream_sync.integrations._connection import ConnectionSettings
+
+    server = EmbeddedServer(jetstream=False)
+    environ = {"SERVERS": server.url, "RETRY_ON_FAILED_CONNECT": True, "MAX_RECONNECT_ATTEMPTS": -1}
+    settings = ConnectionSettings.from_mapping({**environ, "RECONNECT_WAIT": 0.05}, source="JETSTREAM")
+    assert settings.retry_on_failed_connect and settings.max_reconnect_attempts == -1
+    try:
+        nc = process_client(settings)
+        assert nc.is_reconnecting
+        assert process_client(settings) is nc  # the same client for the process, connected or not
+        server.start()
+        nc.wait_connected(10)
+        waiting = ConnectionSettings.from_mapping({**environ, "FIRST_CONNECT_WAIT": 5}, source="JETSTREAM")
+        assert process_client(waiting).is_connected  # a worker that waits: connected when it gets its client
+    finally:
+        close_process_clients()
+        server.stop()
+    with pytest.raises(errors.InvalidArgumentError, match="FIRST_CONNECT_WAIT"):
+        ConnectionSettings.from_mapping({"SERVERS": server.url, "FIRST_CONNECT_WAIT": 5}, source="JETSTREAM")
+    with pytest.raises(errors.InvalidTypeError, match="RETRY_ON_FAILED_CONNECT"):
+        ConnectionSettings.from_mapping({"SERVERS": server.url, "RETRY_ON_FAILED_CONNECT": "maybe"}, source="X")

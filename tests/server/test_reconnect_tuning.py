@@ -39,7 +39,7 @@ class Attempts:
 
     def gaps(self) -> list[float]:
         with self._lock:
-            return [later - earlier for earlier, later in zip(self.times, self.times[1:])]
+            return [later - earlier for earlier, later in zip(self.times, self.times[1:], strict=False)]
 
     def count(self) -> int:
         with self._lock:
