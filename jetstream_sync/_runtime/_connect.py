@@ -11,6 +11,7 @@ a lost connection would (nats.go's RetryOnFailedConnect): ``connect()`` returns 
 
 from __future__ import annotations
 
+import random
 import threading
 from collections import deque
 from collections.abc import Callable, Coroutine, Mapping
@@ -19,15 +20,18 @@ from typing import TYPE_CHECKING, Any
 from .. import errors
 from ._auth import ConnectAuth
 from ._translate import connect_failure, translate_error
+from ._usercode import BlockingCalls
 from ._wait import wait_while
 
 if TYPE_CHECKING:
     from ..options import ConnectOptions
 
-__all__ = ["ConnectionState", "nats_py_keywords"]
+__all__ = ["ConnectionState", "nats_py_keywords", "reconnect_delay"]
 
 #: the errors of the attempts made while connecting in the background that a failed wait explains itself with
 _KEPT_ERRORS = 20
+#: the bound on a reconnect_delay_callback call (it computes a number; one that takes longer is not used)
+_DELAY_CALLBACK_BOUND = 1.0
 
 Callback = Callable[..., Coroutine[Any, Any, object]]
 
@@ -66,6 +70,30 @@ def nats_py_keywords(options: ConnectOptions, callbacks: Mapping[str, Callback])
     }
     kwargs.update({key: value for key, value in optional.items() if value is not None})
     return kwargs
+
+
+async def reconnect_delay(
+    options: ConnectOptions | None, calls: BlockingCalls, attempts: int, wait: float, tls: bool
+) -> tuple[float, errors.ConnectCallbackError | None]:
+    """IO thread: how long after its last attempt a server that failed ``attempts`` times is tried again:
+    ``reconnect_delay_callback(attempts)`` (on the connect thread, bounded), else ``wait`` plus a random jitter
+    (``reconnect_jitter_tls`` for TLS), as nats.go. A failing callback gives the default and the failure."""
+    callback = options.reconnect_delay_callback if options is not None else None
+    failure: errors.ConnectCallbackError | None = None
+    if callback is not None:
+        try:
+            delay = await calls.run("reconnect_delay_callback", callback, attempts, timeout=_DELAY_CALLBACK_BOUND)
+            if isinstance(delay, (int, float)) and not isinstance(delay, bool) and 0 <= delay < float("inf"):
+                return float(delay), None
+            failure = errors.ConnectCallbackError(
+                f"reconnect_delay_callback returned {delay!r}; it must return seconds as a number >= 0"
+            )
+        except errors.ConnectCallbackError as exc:
+            failure = exc
+    jitter = 0.0
+    if options is not None:
+        jitter = options.reconnect_jitter_tls if tls else options.reconnect_jitter
+    return wait + random.uniform(0, jitter), failure
 
 
 class ConnectionState:

@@ -40,6 +40,7 @@ import nats.nuid
 
 from .. import errors
 from ._auth import ConnectAuth
+from ._connect import reconnect_delay
 from ._contract import NATS_PY_CONTRACT, ContractMember, contract_problems
 from ._gate import SocketGate
 from ._parser import ProtocolParser, ServerProtocolViolation, check_info
@@ -81,8 +82,6 @@ Nuid = nats.nuid.NUID
 
 #: how long close() waits for a reconnect in progress to stop once cancelled
 _RECONNECT_STOP = 1.0
-#: the bound on a reconnect_delay_callback call (it computes a number; one that takes longer is not used)
-_DELAY_CALLBACK_BOUND = 1.0
 
 
 # write_now joins a burst into one buffer when its parts average less than this many bytes
@@ -536,28 +535,14 @@ class NatsConnection(nats.aio.client.Client):
             raise
 
     async def _reconnect_delay(self, s: Any) -> float:
-        """IO thread: how long after its last attempt server ``s`` is tried again: ``reconnect_delay_callback
-        (attempts)``, else ``reconnect_wait`` plus a random jitter (``reconnect_jitter_tls`` for TLS), as
-        nats.go. A failing callback is reported and the default used: the reconnects go on."""
-        options = self._options
-        callback = options.reconnect_delay_callback if options is not None else None
-        if callback is not None:
-            try:
-                delay = await self.calls.run(
-                    "reconnect_delay_callback", callback, int(s.reconnects), timeout=_DELAY_CALLBACK_BOUND
-                )
-                if isinstance(delay, (int, float)) and not isinstance(delay, bool) and 0 <= delay < float("inf"):
-                    return float(delay)
-                failure = errors.ConnectCallbackError(
-                    f"reconnect_delay_callback returned {delay!r}; it must return seconds as a number >= 0"
-                )
-            except errors.ConnectCallbackError as exc:
-                failure = exc
+        """IO thread: how long after its last attempt server ``s`` is tried again (``_connect.reconnect_delay``);
+        a failing delay callback is reported and the default used."""
+        delay, failure = await reconnect_delay(
+            self._options, self.calls, int(s.reconnects), self._reconnect_wait, self._tls_wanted
+        )
+        if failure is not None:
             await self._error_cb(AttemptFailed(failure))
-        jitter = 0.0
-        if options is not None:
-            jitter = options.reconnect_jitter_tls if self._tls_wanted else options.reconnect_jitter
-        return self._reconnect_wait + random.uniform(0, jitter)
+        return delay
 
     def connect_in_background(self, servers: Sequence[str]) -> None:
         """IO thread, after a first connect found no server: go on as a connection that was lost, with the

@@ -10,10 +10,8 @@ Nothing outside this package touches the loop or nats-py. See docs/ARCHITECTURE.
 from __future__ import annotations
 
 import asyncio
-import atexit
 import contextlib
 import logging
-import sys
 import threading
 import time
 import weakref
@@ -28,6 +26,7 @@ from .._validate import check_control_line, prepare_message, to_seconds
 from ._buffer import MessageBuffer
 from ._callbacks import CLOSE_WAIT, CallbackRunner
 from ._connect import ConnectionState, nats_py_keywords
+from ._exit import LIVE
 from ._fork import ForkGuard
 from ._io import IOLoop
 from ._mux import RawReply, ReplyHandler, ReplyWaiter, RequestMux
@@ -86,38 +85,6 @@ class _FutureReply:
             if isinstance(exc, errors.TimeoutError):
                 exc = errors.TimeoutError(f"{self.what} did not complete within {self.timeout:g}s")
             self.future.set_exception(exc)
-
-
-_live: weakref.WeakSet[Runtime] = weakref.WeakSet()
-
-
-def _close_all_at_exit() -> None:
-    for runtime in list(_live):
-        try:
-            runtime.close(timeout=2.0)
-        except Exception:
-            log.debug("closing a client at exit failed", exc_info=True)
-
-
-def _close_all_if_main_failed() -> None:
-    """Runs when the main thread has ended, before Python waits for the non-daemon threads.
-
-    If the main thread ended with an uncaught exception (Ctrl-C's KeyboardInterrupt: the interpreter keeps it
-    in ``sys.last_value``), a non-daemon thread blocked in a client's call, a ``messages()`` loop or a
-    subscription read, would keep the process alive for ever: every client is closed now, so those calls raise
-    ConnectionClosedError and their threads can end. After a normal return Python's rule stands (non-daemon
-    threads run on, with their clients), and atexit closes the clients once they are done.
-    """
-    if getattr(sys, "last_value", None) is not None:
-        _close_all_at_exit()
-
-
-atexit.register(_close_all_at_exit)
-# CPython's hook that runs before non-daemon threads are joined (the one concurrent.futures uses); absent on
-# other interpreters, where the atexit close above still runs once the threads have ended.
-_register_before_thread_join = getattr(threading, "_register_atexit", None)
-if _register_before_thread_join is not None:
-    _register_before_thread_join(_close_all_if_main_failed)
 
 
 class Runtime:
@@ -179,7 +146,7 @@ class Runtime:
         except BaseException:
             self._release()
             raise
-        _live.add(self)
+        LIVE.add(self)
         if opts.first_connect_wait and not self.wait_connected(opts.first_connect_wait):
             failure, cause = self._state.wait_failure(opts)
             self.close(timeout=2.0)
@@ -660,7 +627,7 @@ class Runtime:
                 return
             self._closed = True
             self._closing = True
-        _live.discard(self)
+        LIVE.discard(self)
         self._state.closed()  # threads in wait_connected() raise ConnectionClosedError now
         if self.forked:
             return  # the parent's threads do not exist here; the parent still owns the connection

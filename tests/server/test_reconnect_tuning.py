@@ -51,7 +51,7 @@ def _gaps_while_refused(url: str, **options: object) -> list[float]:
     with jetstream_sync.connect(
         url, retry_on_failed_connect=True, max_reconnect_attempts=-1, error_callback=attempts, **options
     ):
-        wait_until(lambda: attempts.count() >= 9, timeout=15)
+        wait_until(lambda: attempts.count() >= 13, timeout=15)
     return attempts.gaps()[1:]  # the first gap follows the fail-fast round
 
 
@@ -62,10 +62,17 @@ def test_reconnect_jitter_spreads_the_attempts(unused_port: int, scheme: str) ->
     if scheme == "tls":  # a TLS connection takes reconnect_jitter_tls instead
         jitter = {"reconnect_jitter": 0.0, "reconnect_jitter_tls": 0.3, "tls": ssl.create_default_context()}
     gaps = _gaps_while_refused(url, reconnect_wait=0.05, **jitter)  # type: ignore[arg-type]
-    assert all(0.04 <= gap <= 0.05 + 0.3 + 0.15 for gap in gaps), gaps
-    assert statistics.pstdev(gaps) > 0.03, gaps  # spread out, not one fixed delay
+    assert statistics.median(gaps) >= 0.05, gaps
+    # spread out over the jitter (uniform over 0.3 s: a quartile range near 0.15 s), not one fixed delay; the
+    # quartiles, not the extremes: a report may wait on the callbacks thread of a busy machine
+    assert _spread(gaps) > 0.06, gaps
     steady = _gaps_while_refused(url, reconnect_wait=0.05, reconnect_jitter=0, reconnect_jitter_tls=0)
-    assert statistics.pstdev(steady) < 0.03, steady
+    assert _spread(steady) < 0.04, steady
+
+
+def _spread(gaps: list[float]) -> float:
+    quartiles = statistics.quantiles(gaps, n=4)
+    return quartiles[2] - quartiles[0]
 
 
 def test_a_reconnect_delay_callback_sets_the_delay(unused_port: int) -> None:
