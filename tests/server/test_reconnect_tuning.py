@@ -2,12 +2,14 @@
 reconnect-delay callback, ignoring and reporting discovered servers, force_reconnect(), rtt(), is_reconnecting,
 is_draining and last_error.
 
-Attempts at a port where nothing listens are refused at once, so the times between them are the reconnect
-delays; they are read from the error callback, which sees every failed attempt.
+The reconnect delays are measured at a loopback port that accepts each attempt and closes it at once: an attempt
+fails as soon as it is made, so the times between the connections it accepts are the delays.
 """
 
 from __future__ import annotations
 
+import itertools
+import socket
 import ssl
 import statistics
 import threading
@@ -46,27 +48,48 @@ class Attempts:
             return len(self.times)
 
 
-def _gaps_while_refused(url: str, **options: object) -> list[float]:
-    attempts = Attempts()
-    with jetstream_sync.connect(
-        url, retry_on_failed_connect=True, max_reconnect_attempts=-1, error_callback=attempts, **options
-    ):
-        wait_until(lambda: attempts.count() >= 13, timeout=15)
-    return attempts.gaps()[1:]  # the first gap follows the fail-fast round
+def _gaps_between_attempts(scheme: str, **options: object) -> list[float]:
+    """The times between the client's attempts at a loopback port that accepts each connection and closes it
+    at once (the attempt fails on the missing INFO), taken as the connections arrive: not on the callbacks
+    thread, whose reports a busy machine may delay. The first two gaps (the first connect's fast round) are
+    left out."""
+    accepted: list[float] = []
+    stop = threading.Event()
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        listener.settimeout(0.05)  # the accept loop sees ``stop`` (closing a socket does not wake an accept)
+
+        def accept() -> None:
+            while not stop.is_set():
+                try:
+                    conn, _ = listener.accept()
+                except TimeoutError:
+                    continue
+                accepted.append(time.monotonic())
+                conn.close()
+
+        thread = threading.Thread(target=accept, name="test-accept", daemon=True)
+        thread.start()
+        url = f"{scheme}://127.0.0.1:{listener.getsockname()[1]}"
+        try:
+            with jetstream_sync.connect(url, retry_on_failed_connect=True, max_reconnect_attempts=-1, **options):
+                wait_until(lambda: len(accepted) >= 14, timeout=15)
+        finally:
+            stop.set()
+            thread.join(5)
+    return [later - earlier for earlier, later in itertools.pairwise(accepted[:14])][2:]
 
 
 @pytest.mark.parametrize("scheme", ["nats", "tls"])
-def test_reconnect_jitter_spreads_the_attempts(unused_port: int, scheme: str) -> None:
-    url = f"{scheme}://127.0.0.1:{unused_port}"
+def test_reconnect_jitter_spreads_the_attempts(scheme: str) -> None:
     jitter = {"reconnect_jitter": 0.3, "reconnect_jitter_tls": 0.0}
     if scheme == "tls":  # a TLS connection takes reconnect_jitter_tls instead
         jitter = {"reconnect_jitter": 0.0, "reconnect_jitter_tls": 0.3, "tls": ssl.create_default_context()}
-    gaps = _gaps_while_refused(url, reconnect_wait=0.05, **jitter)  # type: ignore[arg-type]
+    gaps = _gaps_between_attempts(scheme, reconnect_wait=0.05, **jitter)  # type: ignore[arg-type]
     assert statistics.median(gaps) >= 0.05, gaps
     # spread out over the jitter (uniform over 0.3 s: a quartile range near 0.15 s), not one fixed delay; the
-    # quartiles, not the extremes: a report may wait on the callbacks thread of a busy machine
+    # quartiles, not the extremes: one attempt may be late on a busy machine
     assert _spread(gaps) > 0.06, gaps
-    steady = _gaps_while_refused(url, reconnect_wait=0.05, reconnect_jitter=0, reconnect_jitter_tls=0)
+    steady = _gaps_between_attempts(scheme, reconnect_wait=0.05, reconnect_jitter=0, reconnect_jitter_tls=0)
     assert _spread(steady) < 0.04, steady
 
 
@@ -75,14 +98,14 @@ def _spread(gaps: list[float]) -> float:
     return quartiles[2] - quartiles[0]
 
 
-def test_a_reconnect_delay_callback_sets_the_delay(unused_port: int) -> None:
+def test_a_reconnect_delay_callback_sets_the_delay() -> None:
     calls: list[tuple[int, str]] = []
 
     def delay(attempts: int) -> float:
         calls.append((attempts, threading.current_thread().name))
         return 0.01 * attempts
 
-    gaps = _gaps_while_refused(f"nats://127.0.0.1:{unused_port}", reconnect_wait=5, reconnect_delay_callback=delay)
+    gaps = _gaps_between_attempts("nats", reconnect_wait=5, reconnect_delay_callback=delay)
     assert [n for n, _ in calls[:5]] == [1, 2, 3, 4, 5]
     assert {thread for _, thread in calls} == {"jetstream-sync-connect"}
     assert max(gaps) < 1.0  # reconnect_wait=5 is not used
