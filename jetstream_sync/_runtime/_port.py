@@ -157,6 +157,7 @@ class Runtime:
         self._state.closed()
         self._nc.calls.stop()
         self._shutdown_threads(timeout=2.0)
+        self._nc.calls.join(timeout=2.0)
         self._watchdog.stop(timeout=2.0)
         self._callbacks.stop(CLOSE_WAIT)
 
@@ -650,6 +651,7 @@ class Runtime:
             except Exception:  # a nats-py bug in its own close must not leave our threads running
                 log.warning("close: nats-py failed while closing the connection", exc_info=True)
         self._shutdown_threads(seconds)
+        self._nc.calls.join(seconds)  # after the IO thread: no attempt asks for a user function any more
         if not self._io.thread.is_alive():
             self._mux.fail_all(errors.ConnectionClosedError)  # whatever the IO thread did not get to
         self._join_threads(time.monotonic() + seconds)

@@ -19,8 +19,10 @@ time, and the IO loop awaits each for at most a bound (the attempt's ``connect_t
   costs one thread, never one per attempt. A value it returns late is handed to ``on_late`` (the socket factory
   closes a late socket) rather than leaked.
 
-The thread is a daemon: a function that never returns cannot hold up the interpreter's exit, nor ``close()``,
-which stops the thread without waiting for it.
+The thread is a daemon: a function that never returns cannot hold up the interpreter's exit, nor ``close()``.
+``close()`` and a failed first connect end the thread and wait for it (:meth:`BlockingCalls.join`), so none is
+left behind by a client that is gone; only a function still running keeps it, until the function returns (said
+in the log).
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ log = logging.getLogger("jetstream_sync")
 T = TypeVar("T")
 
 CONNECT_THREAD_NAME = "jetstream-sync-connect"
+#: how long join() waits for a user function that is running when the client closes (one about to return)
+_RUNNING_GRACE = 0.1
 
 _Job = tuple[Callable[..., Any], tuple[Any, ...], Callable[[bool, Any], None]]
 
@@ -128,11 +132,12 @@ class BlockingCalls:
                     self._jobs.clear()
                 else:
                     fn, args, settle = self._jobs.popleft()
+                    # under the lock: join() knows whether a user function holds the thread
+                    self._running = (callback_name(fn), time.monotonic())
             if stopping:
                 for _fn, _args, cancelled in dropped:
                     cancelled(False, errors.ConnectionClosedError())
                 return
-            self._running = (callback_name(fn), time.monotonic())
             try:
                 value = fn(*args)
             except BaseException as exc:  # SystemExit from a user function must not end the thread unseen
@@ -140,7 +145,8 @@ class BlockingCalls:
             else:
                 settle(True, value)
             finally:
-                self._running = None
+                with self._cond:
+                    self._running = None
                 del fn, args, settle
 
     def stop(self) -> None:
@@ -148,6 +154,23 @@ class BlockingCalls:
         with self._cond:
             self._stopped = True
             self._cond.notify()
+
+    def join(self, timeout: float) -> None:
+        """Any thread, after :meth:`stop`: wait up to ``timeout`` seconds for the connect thread to end. A user
+        function it still runs (one that did not return in time, already reported as ConnectCallbackError) is
+        not waited for: it keeps the daemon thread until it returns, and the log says so."""
+        with self._cond:
+            thread, running = self._thread, self._running
+        if thread is None or thread is threading.current_thread():
+            return
+        thread.join(timeout if running is None else min(timeout, _RUNNING_GRACE))
+        if thread.is_alive():
+            name = running[0] if running is not None else "a user function"
+            log.warning(
+                "%s still runs on %s after the client closed; the thread ends when it returns",
+                name,
+                CONNECT_THREAD_NAME,
+            )
 
 
 def _late(what: str, on_late: Callable[[Any], object], value: object) -> None:

@@ -9,6 +9,7 @@ the worker in Kubernetes.
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -180,3 +181,32 @@ def test_the_integrations_settings_make_a_worker_that_waits_for_nats() -> None:
         ConnectionSettings.from_mapping({"SERVERS": server.url, "FIRST_CONNECT_WAIT": 5}, source="JETSTREAM")
     with pytest.raises(errors.InvalidTypeError, match="RETRY_ON_FAILED_CONNECT"):
         ConnectionSettings.from_mapping({"SERVERS": server.url, "RETRY_ON_FAILED_CONNECT": "maybe"}, source="X")
+
+
+def _connect_threads() -> list[threading.Thread]:
+    return [thread for thread in our_threads() if thread.name == "jetstream-sync-connect"]
+
+
+def test_close_ends_the_connect_thread_of_a_client_connecting_in_the_background() -> None:
+    """close() while a background attempt runs a user function (a socket factory that returns once the client
+    is closed, as a proxy that gives up): when close() returns, the connect thread is gone, not still running."""
+    clients: list[jetstream_sync.Client] = []
+    entered = threading.Event()
+
+    def dial(host: str, port: int, timeout: float) -> socket.socket:
+        if clients:  # a background attempt: held until the client closes
+            entered.set()
+            wait_until(lambda: clients[0].is_closed, timeout=5, interval=0.001)
+        raise ConnectionRefusedError("the proxy has no route yet")
+
+    nc = jetstream_sync.connect(
+        "nats://behind.proxy.invalid:4222", socket_factory=dial, retry_on_failed_connect=True, reconnect_wait=0.01
+    )
+    clients.append(nc)
+    assert entered.wait(5)
+    nc.close()
+    assert not _connect_threads()
+    # a first connect that fails on a user function ends the thread before it raises
+    with pytest.raises(errors.ConnectCallbackError, match="socket_factory raised ConnectionRefusedError"):
+        jetstream_sync.connect("nats://behind.proxy.invalid:4222", socket_factory=dial)
+    assert not _connect_threads()
