@@ -99,7 +99,8 @@ def test_user_jwt_and_signature_callbacks_run_on_the_connect_thread(
         pair = nkeys.from_seed(bytearray(seed.encode()))
         return bytes(pair.sign(nonce))
 
-    with jetstream_sync.connect(server.url, user_jwt_callback=jwt, signature_callback=sign) as nc:
+    # reconnect_wait: the server just connected to is tried again after it (nats-py's default: 2 s)
+    with jetstream_sync.connect(server.url, user_jwt_callback=jwt, signature_callback=sign, reconnect_wait=0.05) as nc:
         roundtrip(nc)
         nc.force_reconnect()
         wait_until(lambda: nc.reconnects == 1 and nc.is_connected, timeout=10)
@@ -146,7 +147,7 @@ def test_a_token_callback_is_read_at_every_connect() -> None:
     token = secrets.token_hex(16)
     with EmbeddedServer(config=f'authorization {{ token: "{token}" }}') as server:
         secret = Secret(token)
-        with jetstream_sync.connect(server.url, token_callback=secret) as nc:
+        with jetstream_sync.connect(server.url, token_callback=secret, reconnect_wait=0.05) as nc:
             roundtrip(nc)
             nc.force_reconnect()
             wait_until(lambda: nc.reconnects == 1 and nc.is_connected, timeout=10)

@@ -9,6 +9,7 @@ probe still gets its INFO.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import ssl
@@ -146,7 +147,9 @@ def test_socket_factory_connects_through_the_socket_it_returns(nats_server: Embe
         dialed.append((host, port, timeout, threading.current_thread().name))
         return socket.create_connection((nats_server.host, nats_server.port), timeout=timeout)
 
-    with jetstream_sync.connect("nats://nats.internal.invalid:4222", socket_factory=dial, connect_timeout=2) as nc:
+    with jetstream_sync.connect(
+        "nats://nats.internal.invalid:4222", socket_factory=dial, connect_timeout=2, reconnect_wait=0.05
+    ) as nc:
         assert core_round_trip(nc)
         assert nc.request("$JS.API.INFO", timeout=5).data
         assert nc._runtime._nc.gate.bound  # the plain-TCP fast path, direct writes included
@@ -170,7 +173,9 @@ def test_socket_factory_over_a_socketpair_to_a_relay(nats_server: EmbeddedServer
         except OSError:
             pass
         finally:
-            for sock in (src, dst):
+            for sock in (src, dst):  # a shutdown wakes the other relay's recv (a close would not)
+                with contextlib.suppress(OSError):  # the other relay shut it already
+                    sock.shutdown(socket.SHUT_RDWR)
                 sock.close()
 
     def dial(host: str, port: int, timeout: float) -> socket.socket:
