@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
-from tests.helpers import REPO_ROOT, first_python_block
+from tests.helpers import REPO_ROOT, run_opening_program
 
 GUIDE = REPO_ROOT / "docs" / "guides" / "connecting.md"
 
 
 def test_the_guides_opening_program_runs_as_it_stands(tmp_path):
-    program = tmp_path / "connecting_guide.py"
-    program.write_text(first_python_block(GUIDE.read_text(encoding="utf-8")))
-    result = subprocess.run(
-        [sys.executable, str(program)], capture_output=True, text=True, timeout=60, cwd=tmp_path, check=False
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    result = run_opening_program(GUIDE, tmp_path, timeout=60)
     assert result.stdout.splitlines() == [
         "connected: False reconnecting: True",
         "connected: True round trip under a second: True",
