@@ -171,7 +171,9 @@ def test_a_raising_callback_fails_the_connect_with_its_cause(user_password: tupl
     wait_until(lambda: set(our_threads()) <= before, timeout=5)
 
 
-def test_a_hanging_callback_is_bounded_and_the_client_recovers(user_password: tuple[EmbeddedServer, str]) -> None:
+def test_a_hanging_callback_is_bounded_and_the_client_recovers(
+    user_password: tuple[EmbeddedServer, str], caplog: pytest.LogCaptureFixture
+) -> None:
     server, password = user_password
     release = threading.Event()
 
@@ -180,9 +182,14 @@ def test_a_hanging_callback_is_bounded_and_the_client_recovers(user_password: tu
         return "alice", password
 
     started = time.monotonic()
-    with pytest.raises(errors.ConnectCallbackError, match=r"did not return within 0\.5s"):
+    with (
+        caplog.at_level(logging.WARNING, logger="jetstream_sync"),
+        pytest.raises(errors.ConnectCallbackError, match=r"did not return within 0\.5s"),
+    ):
         jetstream_sync.connect(server.url, user_info_callback=slow, connect_timeout=0.5)
     assert time.monotonic() - started < 3
+    # the function keeps its thread after the failed connect, and the log says so
+    assert "slow still runs on jetstream-sync-connect after the client closed" in caplog.text
     release.set()
     # with retry_on_failed_connect the stuck function costs attempts, never the IO thread: once it answers
     # in time, the client connects
