@@ -138,6 +138,7 @@ def test_first_connect_wait_needs_retry() -> None:
 
 
 def test_background_attempts_that_run_out_close_the_client(unused_port: int) -> None:
+    before = set(our_threads())
     events = Events()
     nc = jetstream_sync.connect(
         f"nats://127.0.0.1:{unused_port}",
@@ -154,6 +155,7 @@ def test_background_attempts_that_run_out_close_the_client(unused_port: int) -> 
     assert isinstance(nc.last_error, errors.JetStreamError)
     with pytest.raises(errors.ConnectionClosedError):
         nc.publish("x", b"y")
+    wait_until(lambda: set(our_threads()) <= before, timeout=5)  # closed by itself, it leaves no thread
 
 
 def test_the_integrations_settings_make_a_worker_that_waits_for_nats() -> None:
