@@ -86,11 +86,12 @@ def test_reconnect_jitter_spreads_the_attempts(scheme: str) -> None:
         jitter = {"reconnect_jitter": 0.0, "reconnect_jitter_tls": 0.3, "tls": ssl.create_default_context()}
     gaps = _gaps_between_attempts(scheme, reconnect_wait=0.05, **jitter)  # type: ignore[arg-type]
     assert statistics.median(gaps) >= 0.05, gaps
-    # spread out over the jitter (uniform over 0.3 s: a quartile range near 0.15 s), not one fixed delay; the
-    # quartiles, not the extremes: one attempt may be late on a busy machine
-    assert _spread(gaps) > 0.06, gaps
+    # spread out over the jitter, not one fixed delay. Uniform over 0.3 s, 12 gaps have a quartile range near
+    # 0.15 s, under 0.03 s by chance in 7 runs of 100,000 (simulated); without jitter it stays under 2 ms (measured
+    # on a loaded machine). The quartiles, not the extremes: one attempt may be late on a busy machine.
+    assert _spread(gaps) > 0.03, gaps
     steady = _gaps_between_attempts(scheme, reconnect_wait=0.05, reconnect_jitter=0, reconnect_jitter_tls=0)
-    assert _spread(steady) < 0.04, steady
+    assert _spread(steady) < 0.015, steady
 
 
 def _spread(gaps: list[float]) -> float:
