@@ -87,12 +87,11 @@ def test_reconnect_jitter_spreads_the_attempts(scheme: str) -> None:
     gaps = _gaps_between_attempts(scheme, reconnect_wait=0.05, **jitter)  # type: ignore[arg-type]
     assert statistics.median(gaps) >= 0.05, gaps
     # spread out over the jitter, not one fixed delay. Uniform over 0.3 s, 12 gaps have a quartile range near
-    # 0.15 s, under 0.03 s by chance in 7 runs of 100,000 (simulated). Without jitter it is the machine's noise:
-    # mostly under 2 ms, 23 ms once in 40 runs on a loaded machine. The quartiles, not the extremes: one attempt
-    # may be late on a busy machine. (tests/unit/runtime/test_reconnect_delay.py checks the distribution.)
+    # 0.15 s, under 0.03 s by chance in 7 runs of 100,000 (simulated); without jitter, mostly under 2 ms. The
+    # quartiles, not the extremes: one attempt may be late on a busy machine. A run without jitter is not
+    # compared here: a loaded machine's noise (23 ms once in 40 runs here; CI runs four suites at once) is no
+    # fixed bound; tests/unit/runtime/test_reconnect_delay.py checks the delays themselves, jitter or none.
     assert _spread(gaps) > 0.03, gaps
-    steady = _gaps_between_attempts(scheme, reconnect_wait=0.05, reconnect_jitter=0, reconnect_jitter_tls=0)
-    assert _spread(steady) < 0.06, steady
 
 
 def _spread(gaps: list[float]) -> float:
