@@ -100,7 +100,16 @@ from .models.advisory import (
     StreamLeaderElected,
     UnknownAdvisory,
 )
-from .options import ConnectOptions, ErrorCallback, EventCallback
+from .options import (
+    ConnectOptions,
+    ErrorCallback,
+    EventCallback,
+    ReconnectDelayCallback,
+    SignatureCallback,
+    SocketFactory,
+    TextCallback,
+    UserInfoCallback,
+)
 from .subscription import Subscription
 
 logging.getLogger("jetstream_sync").addHandler(logging.NullHandler())
@@ -127,6 +136,11 @@ __all__ = [
     "AckSender",
     "ErrorCallback",
     "ErrorHandler",
+    "ReconnectDelayCallback",
+    "SignatureCallback",
+    "SocketFactory",
+    "TextCallback",
+    "UserInfoCallback",
     "EventCallback",
     "HeadersInput",
     "PullPlan",

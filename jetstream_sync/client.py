@@ -49,7 +49,9 @@ class Client:
     """A NATS connection usable from any number of threads: ``Client(ConnectOptions(...))`` or :func:`connect`.
 
     Constructing it connects (NoServersError, AuthorizationError or InvalidArgumentError when it cannot;
-    ThreadsDisabledError under uWSGI without Python threads, before anything starts);
+    ThreadsDisabledError under uWSGI without Python threads, before anything starts). With
+    ``retry_on_failed_connect=True`` a first connect that finds no server returns anyway (or after
+    ``first_connect_wait``) and the client connects in the background: see :meth:`wait_connected`;
     use it as a context manager, or call :meth:`close`. Its threads: "jetstream-sync-io" (the connection),
     "jetstream-sync-watchdog" (heartbeat checks and other timers of the library) and, from the first callback
     on, "jetstream-sync-callbacks" (your callbacks and error handlers, in order); each consume has its own.
@@ -64,7 +66,7 @@ class Client:
         self._runtime.connect()
 
     def __repr__(self) -> str:
-        state = "closed" if self.is_closed else ("connected" if self.is_connected else "disconnected")
+        state = "closed" if self.is_closed else ("connected" if self.is_connected else "reconnecting")
         servers = [redact_url(url) for url in self.options.servers]
         return f"<jetstream_sync.Client {self.options.name or ''} {state} servers={servers}>"
 
@@ -95,6 +97,52 @@ class Client:
     def is_closed(self) -> bool:
         """Closed for good: by :meth:`close`, :meth:`drain`, or after the reconnect attempts ran out."""
         return self._runtime.is_closed
+
+    @property
+    def is_reconnecting(self) -> bool:
+        """Not connected and trying to: after a lost connection, or while a first connect made with
+        ``retry_on_failed_connect`` goes on in the background. Publishes are buffered meanwhile (up to
+        ``pending_size``); requests and flushes wait at most their timeout."""
+        return self._runtime.is_reconnecting
+
+    @property
+    def is_draining(self) -> bool:
+        """:meth:`drain` is under way (the client is closed once it ends)."""
+        return self._runtime.is_draining
+
+    @property
+    def last_error(self) -> errors.JetStreamError | None:
+        """The last error that cost the connection or an attempt at one (a lost connection, a refused or failed
+        attempt, an error reported to ``error_callback``), or None. It is not cleared by a reconnect: read
+        :attr:`is_connected` for the health of the connection, this for why it was lost (nats.go's LastError)."""
+        return self._runtime.last_error
+
+    def wait_connected(self, timeout: float | timedelta | None = None) -> None:
+        """Block until connected, at most ``timeout`` seconds (the client's default timeout when None).
+
+        For a client made with ``retry_on_failed_connect=True`` that connects in the background (and after any
+        lost connection). Returns at once when connected; raises TimeoutError when the time is up (the client
+        goes on trying) and ConnectionClosedError when it closed (by :meth:`close`, or because the reconnect
+        attempts ran out: :attr:`last_error` says why).
+        """
+        seconds = check_timeout(timeout, self.default_timeout)
+        if not self._runtime.wait_connected(seconds):
+            reason = f" (last error: {self.last_error})" if self.last_error else ""
+            raise errors.TimeoutError(f"not connected within {seconds:g}s; the client goes on trying{reason}")
+
+    def force_reconnect(self) -> None:
+        """Drop the connection and connect again now, to the next server in the pool when there is another
+        (nats.go's ForceReconnect, nats.js's reconnect()); while reconnecting, try now instead of after the
+        reconnect delay. Returns at once; what was published before goes out first. Subscriptions are replayed
+        and pull consumers re-pull as after any reconnect. Raises ConnectionClosedError once closed, and
+        InvalidArgumentError with ``allow_reconnect=False``."""
+        self._runtime.force_reconnect()
+
+    def rtt(self, timeout: float | timedelta | None = None) -> float:
+        """The round-trip time to the server in seconds: a PING answered by a PONG (nats.go's RTT, nats.js's
+        rtt()). Raises TimeoutError when no PONG comes within ``timeout`` and NotConnectedError when not
+        connected."""
+        return self._runtime.rtt(check_timeout(timeout, self.default_timeout))
 
     @property
     def reconnects(self) -> int:
@@ -298,6 +346,7 @@ class Client:
         runtime = self._runtime
         runtime.check_usable()
         seconds = check_timeout(timeout, 30.0)
+        runtime.mark_draining()
         deadline = time.monotonic() + seconds
         subs = [c for c in runtime.tracked() if isinstance(c, Subscription)]
         try:
@@ -331,8 +380,13 @@ class Client:
 def connect(servers: str | Sequence[str] = DEFAULT_URL, **options: Any) -> Client:
     """Connect to NATS and return a thread-safe :class:`Client` (a context manager).
 
-    The keywords are the fields of :class:`ConnectOptions` (name, user/password, token, credentials,
-    nkey_seed, tls, timeouts, reconnect policy, callbacks, ...), validated there; an unknown keyword raises
-    InvalidArgumentError listing the known ones.
+    The keywords are the fields of :class:`ConnectOptions` (name, credentials and their callbacks, TLS,
+    websockets, a socket factory, timeouts, the reconnect policy, callbacks, ...), validated there; an unknown
+    keyword raises InvalidArgumentError listing the known ones. Every option, with its nats.go and nats.js
+    name, is in the Connecting guide.
+
+    A worker that may start before NATS (a Kubernetes pod, a gunicorn or Celery worker) passes
+    ``retry_on_failed_connect=True``: connect() returns at once (or waits up to ``first_connect_wait``) and
+    the client connects in the background; :meth:`Client.wait_connected` waits for it.
     """
     return Client(options_from(ConnectOptions, None, {"servers": servers, **options}, "connect"))

@@ -21,6 +21,7 @@ __all__ = [
     "BucketNotFoundError",
     "ClusterMemberChangeError",
     "ClusterUnavailableError",
+    "ConnectCallbackError",
     "ConnectionClosedError",
     "ConsumerConfigError",
     "ConsumerConfigMismatchError",
@@ -136,6 +137,14 @@ class ConnectionClosedError(JetStreamError):
 
 class NoServersError(JetStreamError, ConnectionError):
     """No server could be reached when connecting; check the URL and that the server runs."""
+
+
+class ConnectCallbackError(JetStreamError):
+    """A function given to ``connect()`` that a connection attempt waits for (``token_callback``,
+    ``user_info_callback``, ``user_jwt_callback``, ``signature_callback``, ``socket_factory``) raised, returned
+    something unusable, or did not return within ``connect_timeout``. That attempt failed (the cause is chained);
+    the client tries the next server as for any failed attempt, and reports this to ``error_callback``. Fix the
+    function: see the Connecting guide, "Functions a connection attempt waits for"."""
 
 
 class IteratorClosedError(JetStreamError):

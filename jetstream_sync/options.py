@@ -8,26 +8,58 @@ is sent. Secrets (password, token, nkey seed, credentials in URLs) are kept out 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import os
+import re
+import socket
 import ssl
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
 from . import errors
 from ._runtime import redact_url
+from ._runtime._auth import split_credentials
 from ._validate import MAX_INBOX_PREFIX, check_subject, to_seconds
 
-__all__ = ["DEFAULT_URL", "ConnectOptions", "ErrorCallback", "EventCallback"]
+__all__ = [
+    "DEFAULT_URL",
+    "ConnectOptions",
+    "ErrorCallback",
+    "EventCallback",
+    "ReconnectDelayCallback",
+    "SignatureCallback",
+    "SocketFactory",
+    "TextCallback",
+    "UserInfoCallback",
+]
 
 DEFAULT_URL = "nats://127.0.0.1:4222"
 DEFAULT_PENDING_SIZE = 2 * 1024 * 1024
 
 #: error_callback(exc): asynchronous errors (slow consumer, permission violation, ...), on the callbacks thread
 ErrorCallback = Callable[[BaseException], object]
-#: disconnected/reconnected/closed callbacks, on the callbacks thread
+#: connected/disconnected/reconnected/closed/discovered-servers callbacks, on the callbacks thread
 EventCallback = Callable[[], object]
+#: token_callback() and user_jwt_callback(): the token or the user JWT, read at every connection attempt
+TextCallback = Callable[[], str]
+#: user_info_callback(): ``(user, password)``, read at every connection attempt
+UserInfoCallback = Callable[[], tuple[str, str]]
+#: signature_callback(nonce): the raw 64-byte ed25519 signature of the server's nonce by the user's nkey
+SignatureCallback = Callable[[bytes], bytes]
+#: socket_factory(host, port, timeout): a connected stream socket for that server (nats.go's CustomDialer)
+SocketFactory = Callable[[str, int, float], socket.socket]
+#: reconnect_delay_callback(attempts): seconds to wait before trying a server again (nats.go's CustomReconnectDelay)
+ReconnectDelayCallback = Callable[[int], float]
+
+_WEBSOCKET = ("ws", "wss")
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an HTTP token (RFC 9110)
+_NKEY_USER = re.compile(r"^U[A-Z2-7]{55}$")  # a user's public nkey: base32, 56 characters
+
+
+def _scheme(url: str) -> str:
+    return url.partition("://")[0].lower() if "://" in url else "nats"
 
 
 def _servers(value: object) -> tuple[str, ...]:
@@ -88,6 +120,61 @@ def _credentials(value: object) -> str | None:
 
 def _nkey_seed_file(value: object) -> str | None:
     return _existing_file("nkey_seed_file", value)
+
+
+def _credentials_data(value: object) -> str | None:
+    """The text of a .creds file (from an environment variable or a secret manager); checked by its blocks
+    only, and never shown: the message says what is missing."""
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    if not isinstance(value, str):
+        raise errors.InvalidTypeError("credentials_data", f"must be a str (a .creds file's text), got {type(value)}")
+    if split_credentials(value) is None:
+        raise errors.InvalidArgumentError(
+            "credentials_data",
+            "holds no user JWT and seed: give the whole text of a .creds file (-----BEGIN NATS USER JWT----- ... "
+            "-----BEGIN USER NKEY SEED----- ...)",
+        )
+    return value
+
+
+def _ws_headers(value: object) -> tuple[tuple[str, tuple[str, ...]], ...] | None:
+    """Websocket handshake headers as ``((name, (value, ...)), ...)``: hashable, and checked for what would
+    break the HTTP request (a name that is not a token, CR or LF in a value)."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise errors.InvalidTypeError("ws_headers", f"must be a dict of header name to value(s), got {type(value)}")
+    headers: list[tuple[str, tuple[str, ...]]] = []
+    for name, values in value.items():
+        if not isinstance(name, str) or not _HEADER_NAME.match(name):
+            raise errors.InvalidArgumentError("ws_headers", f"{name!r} is not an HTTP header name")
+        items = (values,) if isinstance(values, str) else tuple(values) if isinstance(values, Sequence) else None
+        if not items or not all(isinstance(item, str) and "\r" not in item and "\n" not in item for item in items):
+            raise errors.InvalidArgumentError(
+                "ws_headers", f"the value of {name!r} must be a str or a list of str without CR or LF"
+            )
+        headers.append((name, items))
+    return tuple(headers)
+
+
+def _nkey(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
+    if value is not None and (not isinstance(value, str) or not _NKEY_USER.match(value)):
+        raise errors.InvalidArgumentError(attr.name, "must be a user's public nkey (56 characters starting with U)")
+
+
+def _jitter(value: object) -> float:
+    return to_seconds("reconnect_jitter", value, allow_zero=True)
+
+
+def _jitter_tls(value: object) -> float:
+    return to_seconds("reconnect_jitter_tls", value, allow_zero=True)
+
+
+def _first_connect_wait(value: object) -> float:
+    return to_seconds("first_connect_wait", value, allow_zero=True)
 
 
 def _optional_text(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
@@ -155,8 +242,14 @@ class ConnectOptions:
     the watchdog thread: a callback that blocks delays only later callbacks, never the connection, heartbeat
     checks or ``close()`` (which waits for it half a second at most; past 10,000 waiting, new callbacks are
     dropped and counted in ``client.stats["callbacks_dropped"]``). ``max_reconnect_attempts=-1`` reconnects
-    forever. The first connect fails fast (each server tried at most twice); the reconnect policy applies once
-    connected.
+    forever. The first connect fails fast (each server tried at most twice) unless ``retry_on_failed_connect``;
+    the reconnect policy applies once connected.
+
+    The functions a connection attempt has to wait for (``token_callback``, ``user_info_callback``,
+    ``user_jwt_callback``, ``signature_callback``, ``socket_factory``, ``reconnect_delay_callback``) run on the
+    "jetstream-sync-connect" thread instead, bounded by ``connect_timeout`` (``reconnect_delay_callback``: one
+    second): one that raises or hangs fails that attempt with ConnectCallbackError, never the IO thread. Every
+    option, with its nats.go and nats.js name, is in the Connecting guide (docs/guides/connecting.md).
     """
 
     servers: tuple[str, ...] = attrs.field(
@@ -185,10 +278,90 @@ class ConnectOptions:
     disconnected_callback: EventCallback | None = attrs.field(default=None, validator=_callback)
     reconnected_callback: EventCallback | None = attrs.field(default=None, validator=_callback)
     closed_callback: EventCallback | None = attrs.field(default=None, validator=_callback)
+    # -- a first connect that waits (nats.go RetryOnFailedConnect, ConnectHandler) ---------------------------
+    retry_on_failed_connect: bool = attrs.field(default=False, converter=bool)
+    first_connect_wait: float = attrs.field(default=0.0, converter=_first_connect_wait)
+    connected_callback: EventCallback | None = attrs.field(default=None, validator=_callback)
+    # -- credentials from memory and from callbacks, read at every connection attempt ----------------------
+    credentials_data: str | None = attrs.field(default=None, converter=_credentials_data, repr=False)
+    user_jwt: str | None = attrs.field(default=None, validator=_optional_text, repr=False)
+    user_jwt_callback: TextCallback | None = attrs.field(default=None, validator=_callback)
+    nkey: str | None = attrs.field(default=None, validator=_nkey)
+    signature_callback: SignatureCallback | None = attrs.field(default=None, validator=_callback)
+    token_callback: TextCallback | None = attrs.field(default=None, validator=_callback)
+    user_info_callback: UserInfoCallback | None = attrs.field(default=None, validator=_callback)
+    # -- transports ------------------------------------------------------------------------------------------
+    tls_handshake_first: bool = attrs.field(default=False, converter=bool)
+    ws_headers: tuple[tuple[str, tuple[str, ...]], ...] | None = attrs.field(
+        default=None, converter=_ws_headers, repr=lambda h: repr(None if h is None else tuple(n for n, _ in h))
+    )
+    socket_factory: SocketFactory | None = attrs.field(default=None, validator=_callback)
+    # -- reconnect tuning ------------------------------------------------------------------------------------
+    dont_randomize: bool = attrs.field(default=False, converter=bool)
+    reconnect_jitter: float = attrs.field(default=0.1, converter=_jitter)
+    reconnect_jitter_tls: float = attrs.field(default=1.0, converter=_jitter_tls)
+    reconnect_delay_callback: ReconnectDelayCallback | None = attrs.field(default=None, validator=_callback)
+    ignore_discovered_servers: bool = attrs.field(default=False, converter=bool)
+    discovered_servers_callback: EventCallback | None = attrs.field(default=None, validator=_callback)
 
     def __attrs_post_init__(self) -> None:
         if self.user is None and self.password is not None:
             raise errors.InvalidArgumentError("password", "given without user")
+        if self.first_connect_wait and not self.retry_on_failed_connect:
+            raise errors.InvalidArgumentError(
+                "first_connect_wait", "waits for a connection made in the background: set retry_on_failed_connect=True"
+            )
+        self._check_auth()
+        self._check_transports()
+
+    def _check_auth(self) -> None:
+        """One way to give each secret; a JWT needs something to sign the server's nonce with, and the nkeys
+        package where a seed signs here."""
+        for given, instead in (("token", "token_callback"), ("user", "user_info_callback")):
+            if getattr(self, given) is not None and getattr(self, instead) is not None:
+                raise errors.InvalidArgumentError(instead, f"and {given} are two ways to give it; keep one")
+        jwts = [f for f in ("credentials", "credentials_data", "user_jwt", "user_jwt_callback") if getattr(self, f)]
+        signers = [f for f in ("nkey_seed", "nkey_seed_file", "signature_callback") if getattr(self, f) is not None]
+        if len(jwts) > 1:
+            raise errors.InvalidArgumentError(jwts[1], f"and {jwts[0]} both give the user JWT; keep one")
+        if len(signers) > 1:
+            raise errors.InvalidArgumentError(signers[1], f"and {signers[0]} both sign the nonce; keep one")
+        if jwts and jwts[0] in ("credentials", "credentials_data") and signers:
+            raise errors.InvalidArgumentError(signers[0], f"is not needed: {jwts[0]} holds the user's seed")
+        if jwts and jwts[0] in ("user_jwt", "user_jwt_callback") and not signers:
+            raise errors.InvalidArgumentError(
+                jwts[0], "needs a way to sign the server's nonce: nkey_seed, nkey_seed_file or signature_callback"
+            )
+        if self.nkey is not None and (self.signature_callback is None or jwts):
+            raise errors.InvalidArgumentError(
+                "nkey", "is for nkey authentication with signature_callback (a JWT carries its own public key)"
+            )
+        if self.signature_callback is not None and not jwts and self.nkey is None:
+            raise errors.InvalidArgumentError(
+                "signature_callback", "signs for user_jwt, user_jwt_callback or nkey; give one of them"
+            )
+        signs_here = ("credentials_data" in jwts) or (jwts and signers and signers[0] != "signature_callback")
+        if signs_here and importlib.util.find_spec("nkeys") is None:
+            field = "credentials_data" if "credentials_data" in jwts else signers[0]
+            raise errors.InvalidArgumentError(field, "needs the nkeys package: pip install nkeys")
+
+    def _check_transports(self) -> None:
+        """The URLs' schemes against the transport options; websockets need aiohttp."""
+        schemes = {_scheme(url) for url in self.servers}
+        if schemes & set(_WEBSOCKET):
+            if schemes - set(_WEBSOCKET):
+                raise errors.InvalidArgumentError(
+                    "servers", "mixes ws:// or wss:// URLs with others; a client uses websockets or not"
+                )
+            if importlib.util.find_spec("aiohttp") is None:
+                raise errors.InvalidArgumentError(
+                    "servers", "ws:// and wss:// need aiohttp: pip install 'jetstream-sync[websocket]'"
+                )
+            for field in ("socket_factory", "tls_handshake_first"):
+                if getattr(self, field):
+                    raise errors.InvalidArgumentError(field, "applies to nats:// and tls:// servers, not websockets")
+        elif self.ws_headers is not None:
+            raise errors.InvalidArgumentError("ws_headers", "are sent in a websocket handshake: use ws:// or wss://")
 
     @property
     def default_timeout(self) -> float:
@@ -200,3 +373,7 @@ class ConnectOptions:
         if self.credentials is not None:
             return "credentials"
         return "nkey_seed" if self.nkey_seed is not None else "nkey_seed_file"
+
+    def ws_connection_headers(self) -> dict[str, list[str]] | None:
+        """``ws_headers`` in the shape nats-py takes them."""
+        return None if self.ws_headers is None else {name: list(values) for name, values in self.ws_headers}

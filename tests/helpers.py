@@ -167,3 +167,18 @@ def first_python_block(text: str) -> str:
     found = re.search(r"^```python\n(.*?)^```$", text, re.MULTILINE | re.DOTALL)
     assert found, "the page has no python block"
     return found.group(1)
+
+
+def run_opening_program(
+    page: Path, tmp_path: Path, *, timeout: float, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the program the guide ``page`` opens with as a reader would: saved to a file of its own in
+    ``tmp_path`` and run there by a fresh interpreter, bounded by ``timeout`` seconds. Fails the test unless it
+    exits 0; its output is in ``stdout`` and ``stderr``."""
+    program = tmp_path / f"{page.stem.replace('-', '_')}_guide.py"
+    program.write_text(first_python_block(page.read_text(encoding="utf-8")))
+    result = subprocess.run(
+        [sys.executable, str(program)], capture_output=True, text=True, timeout=timeout, env=env, cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result

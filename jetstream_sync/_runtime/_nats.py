@@ -23,28 +23,37 @@ docs/ARCHITECTURE.md, "The runtime port".
 from __future__ import annotations
 
 import asyncio
-import inspect
+import json
 import logging
 import random
+import socket
 import ssl
-from collections.abc import Callable
-from typing import Any, Literal
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
-import attrs
 import nats.aio.client
 import nats.aio.subscription
 import nats.aio.transport
 import nats.errors
 import nats.nuid
-import nats.protocol.parser
 
 from .. import errors
+from ._auth import ConnectAuth
+from ._connect import reconnect_delay
+from ._contract import NATS_PY_CONTRACT, ContractMember, contract_problems
 from ._gate import SocketGate
 from ._parser import ProtocolParser, ServerProtocolViolation, check_info
-from ._reader import open_chunked_connection
+from ._translate import AttemptFailed
+from ._transports import GatedTcpTransport, WebSocketTransport
+from ._usercode import BlockingCalls
+
+if TYPE_CHECKING:
+    from ..options import ConnectOptions
 
 __all__ = [
     "NATS_PY_CONTRACT",
+    "AttemptFailed",
     "ContractMember",
     "Handler",
     "NatsConnection",
@@ -71,190 +80,8 @@ NatsSubscription = nats.aio.subscription.Subscription
 #: Unique tokens for inboxes and generated names (nats-py's NUID; not thread-safe, callers lock).
 Nuid = nats.nuid.NUID
 
-
-@attrs.frozen
-class ContractMember:
-    """One nats-py member we rely on: where it lives, what kind it is, and the parameters we pass to it."""
-
-    owner: Literal["Client", "Subscription", "TcpTransport", "Parser"]
-    name: str
-    kind: Literal["method", "property", "instance"]  # instance: an attribute set by __init__
-    params: tuple[str, ...] = ()
-
-
-_CONNECT_KEYWORDS = (
-    "servers",
-    "name",
-    "connect_timeout",
-    "allow_reconnect",
-    "max_reconnect_attempts",
-    "reconnect_time_wait",
-    "ping_interval",
-    "max_outstanding_pings",
-    "pending_size",
-    "inbox_prefix",
-    "no_echo",
-    "error_cb",
-    "disconnected_cb",
-    "reconnected_cb",
-    "closed_cb",
-    "user",
-    "password",
-    "token",
-    "user_credentials",
-    "nkeys_seed",
-    "nkeys_seed_str",
-    "tls",
-    "tls_hostname",
-)
-
-#: Every nats-py member the adapter uses beyond its documented public API, and the public ones whose
-#: signature it depends on. Checked by :func:`contract_problems` (tests/unit/runtime/test_nats_contract.py).
-NATS_PY_CONTRACT: tuple[ContractMember, ...] = (
-    ContractMember("Client", "connect", "method", _CONNECT_KEYWORDS),
-    ContractMember("Client", "subscribe", "method", ("subject", "queue")),
-    ContractMember("Client", "close", "method"),
-    ContractMember("Client", "is_connected", "property"),
-    ContractMember("Client", "is_closed", "property"),
-    ContractMember("Client", "connected_url", "property"),
-    ContractMember("Client", "servers", "property"),
-    ContractMember("Client", "_process_msg", "method", ("sid", "subject", "reply", "data", "headers")),
-    ContractMember("Client", "_process_err", "method", ("err_msg",)),
-    ContractMember("Client", "_process_info", "method", ("info",)),
-    ContractMember("Client", "_process_ping", "method"),
-    ContractMember("Client", "_process_pong", "method"),
-    ContractMember("Client", "_read_loop", "method"),
-    ContractMember("Client", "_process_op_err", "method", ("e",)),
-    ContractMember("Client", "_close", "method", ("status", "do_cbs")),
-    ContractMember("Client", "_send_ping", "method", ("future",)),
-    ContractMember("Client", "_error_cb", "instance"),
-    ContractMember("Client", "_reading_task", "instance"),
-    ContractMember("Client", "_pongs", "instance"),
-    ContractMember("Client", "_server_pool", "instance"),
-    ContractMember("Client", "_attempt_reconnect", "method"),
-    ContractMember("Client", "is_draining", "property"),
-    ContractMember("Client", "_pongs_received", "instance"),
-    ContractMember("Client", "_pings_outstanding", "instance"),
-    ContractMember("Client", "_ps", "instance"),
-    ContractMember("Parser", "reset", "method"),
-    ContractMember("Parser", "parse", "method", ("data",)),
-    ContractMember("Client", "_connect_command", "method"),
-    ContractMember("Client", "stats", "instance"),
-    ContractMember("Client", "options", "instance"),
-    ContractMember("Client", "_server_info", "instance"),
-    ContractMember("Client", "_current_server", "instance"),
-    ContractMember("Client", "_max_payload", "instance"),
-    ContractMember("Client", "_transport", "instance"),
-    ContractMember("Client", "_pending", "instance"),
-    ContractMember("Client", "_pending_data_size", "instance"),
-    ContractMember("Client", "_flush_queue", "instance"),
-    ContractMember("Subscription", "unsubscribe", "method"),
-    ContractMember("Subscription", "_id", "instance"),
-    ContractMember("TcpTransport", "_io_writer", "instance"),
-    ContractMember("TcpTransport", "_io_reader", "instance"),
-    ContractMember("TcpTransport", "_bare_io_reader", "instance"),
-    ContractMember("TcpTransport", "_bare_io_writer", "instance"),
-    ContractMember("TcpTransport", "connect", "method", ("uri", "buffer_size", "connect_timeout")),
-    ContractMember("TcpTransport", "connect_tls", "method", ("uri", "ssl_context", "buffer_size", "connect_timeout")),
-    ContractMember("TcpTransport", "write", "method", ("payload",)),
-    ContractMember("TcpTransport", "writelines", "method", ("payload",)),
-    ContractMember("TcpTransport", "close", "method"),
-)
-
-
-def _owners() -> dict[str, tuple[type, Callable[[], object]]]:
-    """The nats-py classes, looked up now (so a monkeypatched module is seen), with a way to make an instance."""
-    client_cls = nats.aio.client.Client
-    sub_cls = nats.aio.subscription.Subscription
-    transport_cls = nats.aio.transport.TcpTransport
-    parser_cls = nats.protocol.parser.Parser
-    return {
-        "Parser": (parser_cls, parser_cls),
-        "Client": (client_cls, client_cls),
-        "Subscription": (sub_cls, lambda: sub_cls(client_cls(), 1, "contract.check")),
-        "TcpTransport": (transport_cls, transport_cls),
-    }
-
-
-def contract_problems() -> list[str]:
-    """What the installed nats-py lacks of :data:`NATS_PY_CONTRACT`; empty when everything is there."""
-    problems: list[str] = []
-    instances: dict[str, object] = {}
-    for owner_name, (_cls, make) in _owners().items():
-        try:
-            instances[owner_name] = make()
-        except Exception as exc:  # a changed constructor is itself a broken contract
-            problems.append(f"nats-py {owner_name}() cannot be constructed as before: {exc!r}")
-    for member in NATS_PY_CONTRACT:
-        cls = _owners()[member.owner][0]
-        where = f"nats-py {member.owner}.{member.name}"
-        if member.kind == "instance":
-            instance = instances.get(member.owner)
-            if instance is not None and not hasattr(instance, member.name):
-                problems.append(f"{where}: no longer set by __init__")
-            continue
-        value = inspect.getattr_static(cls, member.name, None)
-        if value is None:
-            problems.append(f"{where}: missing")
-        elif member.kind == "property" and not isinstance(value, property):
-            problems.append(f"{where}: no longer a property")
-        elif member.kind == "method":
-            if not callable(value):
-                problems.append(f"{where}: no longer a method")
-                continue
-            accepted = inspect.signature(value).parameters
-            missing = [name for name in member.params if name not in accepted]
-            if missing:
-                problems.append(f"{where}: no longer takes {', '.join(missing)}")
-    return problems
-
-
-# -- the transport ----------------------------------------------------------------------------------------
-class GatedTcpTransport(nats.aio.transport.TcpTransport):
-    """nats-py's TCP transport whose writes and close take the socket gate's lock; it binds the gate to its plain
-    connection when the client says the connection is ready, and unbinds it before a TLS upgrade or a close."""
-
-    def __init__(self, gate: SocketGate) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]
-        self._gate = gate
-
-    def _socket_transport(self) -> asyncio.BaseTransport | None:
-        writer = self._io_writer
-        return writer.transport if isinstance(writer, asyncio.StreamWriter) else None
-
-    async def connect(self, uri: Any, buffer_size: int, connect_timeout: int) -> None:
-        """nats-py's connect, with a :class:`ChunkReader` reading the socket (``_reader.py``)."""
-        reader, writer = await asyncio.wait_for(
-            open_chunked_connection(uri.hostname, uri.port, buffer_size), connect_timeout
-        )
-        # as nats-py: the first reader and writer are kept, so a TLS upgrade does not let the GC close the socket
-        self._bare_io_reader = self._io_reader = reader
-        self._bare_io_writer = self._io_writer = writer
-
-    def open_gate(self) -> None:
-        """IO thread: the connection is ready for direct writes (see :meth:`NatsConnection.open_gate`)."""
-        transport = self._socket_transport()
-        if transport is not None:
-            self._gate.bind(transport)
-
-    async def connect_tls(self, uri: Any, ssl_context: ssl.SSLContext, buffer_size: int, connect_timeout: int) -> None:
-        self._gate.unbind(self._socket_transport())  # the socket is about to belong to the TLS layer
-        await super().connect_tls(uri, ssl_context, buffer_size, connect_timeout)
-
-    def write(self, payload: bytes) -> None:
-        with self._gate.lock:
-            self._gate.flush_tail()
-            super().write(payload)  # type: ignore[no-untyped-call]
-
-    def writelines(self, payload: list[bytes]) -> None:
-        with self._gate.lock:
-            self._gate.flush_tail()
-            super().writelines(payload)  # type: ignore[no-untyped-call]
-
-    def close(self) -> None:
-        with self._gate.lock:
-            self._gate.unbind(self._socket_transport())
-            super().close()  # type: ignore[no-untyped-call]
+#: how long close() waits for a reconnect in progress to stop once cancelled
+_RECONNECT_STOP = 1.0
 
 
 # write_now joins a burst into one buffer when its parts average less than this many bytes
@@ -278,6 +105,19 @@ class NatsConnection(nats.aio.client.Client):
         self._flushes: set[asyncio.Future[bool]] = set()  # flush_or_raise's PONG waiters (IO thread)
         self._tasks: set[asyncio.Task[None]] = set()  # tasks of its own, referenced until done (IO thread)
         self._keep_pool_order = False  # the next reconnect leaves a lame-duck server: see _attempt_reconnect
+        #: user functions a connection attempt waits for run there (``_usercode.py``)
+        self.calls = BlockingCalls()
+        # how attempts are made, set by configure(); the defaults are nats-py's
+        self._auth: ConnectAuth | None = None
+        self._auth_fields: dict[str, str] | None = None  # made after INFO, used (and dropped) by the CONNECT
+        self._options: ConnectOptions | None = None
+        self._tls_wanted = False
+        self._reconnect_wait = 0.0
+        #: the first connect's round: every server at once, without the reconnect delay
+        self.fail_fast = True
+        self._wake: asyncio.Event | None = None  # set by force_reconnect: the reconnect delay ends now
+        #: told about every error that costs the connection (Runtime.last_error); IO thread
+        self.on_lost: Callable[[BaseException], None] | None = None
 
     # nats-py assigns a fresh TcpTransport before each connection attempt; it gets a gated one instead
     @property
@@ -287,7 +127,8 @@ class NatsConnection(nats.aio.client.Client):
     @_transport.setter
     def _transport(self, transport: Any) -> None:
         if type(transport) is nats.aio.transport.TcpTransport and not transport:
-            transport = GatedTcpTransport(self.gate)
+            factory = self._options.socket_factory if self._options is not None else None
+            transport = GatedTcpTransport(self.gate, self._dial if factory is not None else None)
         self.__dict__["_gated_transport"] = transport
 
     # nats-py assigns the INFO it reads at (re)connect here; one of the wrong shape is refused as it arrives, a
@@ -317,7 +158,23 @@ class NatsConnection(nats.aio.client.Client):
     async def _process_info(self, info: dict[str, Any], initial_connection: bool = False) -> None:
         """IO thread: an INFO (checked by the parser or the ``_server_info`` setter first). On a lame-duck notice
         (``ldm``: the server is shutting down and will close its clients over the next minutes) the client
-        reports a LameDuckModeEvent and, when it knows another server, moves there itself (:meth:`_lame_duck`)."""
+        reports a LameDuckModeEvent and, when it knows another server, moves there itself (:meth:`_lame_duck`).
+
+        With ``ignore_discovered_servers`` the servers a cluster announces are not added to the pool. The INFO
+        of a connection attempt (``initial_connection``) carries the nonce: the credentials made by our code
+        (``_auth.py``) are made now, before nats-py builds the CONNECT.
+        """
+        options = self._options
+        if options is not None and options.ignore_discovered_servers and "connect_urls" in info:
+            info = {key: value for key, value in info.items() if key != "connect_urls"}
+        if initial_connection and self._auth is not None:
+            nonce = info.get("nonce")
+            try:
+                self._auth_fields = await self._auth.fields(
+                    nonce if isinstance(nonce, str) else None, float(self.options["connect_timeout"])
+                )
+            except errors.JetStreamError as exc:
+                raise AttemptFailed(exc) from exc
         await super()._process_info(info, initial_connection)
         if not initial_connection and info.get("ldm") and self._current_server is not None:
             await self._lame_duck(self._current_server)
@@ -404,13 +261,20 @@ class NatsConnection(nats.aio.client.Client):
         """nats-py upgrades to TLS only when the server requires it. When the user asked for TLS (``tls=`` or a
         tls:// URL) and the server offers none, refuse here, before CONNECT carries any credentials in clear."""
         server = self._current_server
-        wants_tls = self.options.get("tls") is not None or (server is not None and server.uri.scheme == "tls")
-        if wants_tls and not self._server_info.get("tls_required"):
+        scheme = server.uri.scheme if server is not None else ""
+        wants_tls = scheme == "tls" or self.options.get("tls") is not None or self.options.get("tls_handshake_first")
+        if wants_tls and scheme != "wss" and not self._server_info.get("tls_required"):  # wss: TLS below the ws
             raise ssl.SSLError(
                 "TLS was asked for (tls= or a tls:// URL) but the server does not offer TLS; "
                 "refusing to connect in plain text"
             )
-        return bytes(super()._connect_command())
+        command = bytes(super()._connect_command())
+        fields, self._auth_fields = self._auth_fields, None
+        if not fields:
+            return command
+        connect = json.loads(command.partition(b" ")[2])  # CONNECT {...}\r\n, built by nats-py just now
+        connect.update(fields)
+        return b"CONNECT " + json.dumps(connect, sort_keys=True).encode() + b"\r\n"
 
     def drop_failed_tls_transport(self) -> None:
         """Work around nats-py issue 718: after a failed TLS upgrade, connect() hangs instead of failing.
@@ -609,9 +473,116 @@ class NatsConnection(nats.aio.client.Client):
         return [f"{url.scheme}://{url.hostname}:{url.port}" for url in self.servers]
 
     def set_reconnect_policy(self, max_attempts: int, wait: float) -> None:
-        """The reconnect policy once connected (the first connect runs with a fail-fast one)."""
+        """The reconnect policy once connected (the first connect runs with a fail-fast one). The wait between
+        attempts is ours (:meth:`_connect_to_server`), so nats-py's own is 0."""
         self.options["max_reconnect_attempts"] = max_attempts
-        self.options["reconnect_time_wait"] = wait
+        self.options["reconnect_time_wait"] = 0
+        self._reconnect_wait = wait
+        self.fail_fast = False
+
+    # -- how attempts are made (options beyond nats-py's) ---------------------------------------------------
+    def configure(self, options: ConnectOptions) -> None:
+        """Before connect(): the options nats-py has no keyword for (credentials made by ``_auth.py``, the
+        socket factory, the reconnect delay, ignoring discovered servers)."""
+        self._options = options
+        if ConnectAuth.wanted(options):
+            self._auth = ConnectAuth(options, self.calls)
+        self._tls_wanted = (
+            options.tls is not None
+            or options.tls_handshake_first
+            or any(url.partition("://")[0].lower() in ("tls", "wss") for url in options.servers)
+        )
+
+    async def _dial(self, host: str, port: int, timeout: float) -> socket.socket:
+        """IO thread: the user's socket factory, on the connect thread, bounded by ``timeout``."""
+        factory = self._options.socket_factory if self._options is not None else None
+        if factory is None:  # the transport is given _dial only when there is one
+            raise AttemptFailed(errors.ConnectCallbackError("socket_factory is not set"))
+        try:
+            sock = await self.calls.run("socket_factory", factory, host, port, timeout, timeout=timeout, on_late=_close)
+        except errors.ConnectCallbackError as exc:
+            raise AttemptFailed(exc) from exc.__cause__
+        if not isinstance(sock, socket.socket) or sock.type != socket.SOCK_STREAM:
+            _close(sock)
+            failure = errors.ConnectCallbackError(
+                f"socket_factory returned {type(sock).__name__}; it must return a connected stream socket.socket"
+            )
+            raise AttemptFailed(failure)
+        return sock
+
+    async def _connect_to_server(self, s: Any) -> None:
+        """IO thread: one attempt at server ``s``, after the reconnect delay when it was tried before; a
+        websocket server gets our :class:`~._transports.WebSocketTransport`."""
+        if not self.fail_fast and s.last_attempt is not None:
+            left = s.last_attempt + await self._reconnect_delay(s) - time.monotonic()
+            if left > 0:
+                self._wake = asyncio.Event()
+                try:
+                    await asyncio.wait_for(self._wake.wait(), left)
+                except asyncio.TimeoutError:
+                    pass
+                finally:
+                    self._wake = None
+        if s.uri.scheme in ("ws", "wss") and not self._transport:
+            self._transport = WebSocketTransport(ws_headers=self.options.get("ws_connection_headers"))
+        try:
+            await super()._connect_to_server(s)
+        except BaseException:
+            transport = self._transport
+            if isinstance(transport, WebSocketTransport):
+                self._transport = None
+                await transport.discard()
+            raise
+
+    async def _reconnect_delay(self, s: Any) -> float:
+        """IO thread: how long after its last attempt server ``s`` is tried again (``_connect.reconnect_delay``);
+        a failing delay callback is reported and the default used."""
+        delay, failure = await reconnect_delay(
+            self._options, self.calls, int(s.reconnects), self._reconnect_wait, self._tls_wanted
+        )
+        if failure is not None:
+            await self._error_cb(AttemptFailed(failure))
+        return delay
+
+    def connect_in_background(self, servers: Sequence[str]) -> None:
+        """IO thread, after a first connect found no server: go on as a connection that was lost, with the
+        reconnect policy (nats.go's RetryOnFailedConnect). nats-py's reconnect loop does the rest: it tries the
+        servers with the reconnect delay, replays the subscriptions made meanwhile and sends what was buffered,
+        or closes once the attempts run out."""
+        self._server_pool = []
+        self._setup_server_pool(list(servers))  # the failed round dropped every server from the pool
+        self._current_server = self._server_pool[0]
+        self._transport = None  # the failed attempts' transport is closed; nats-py makes a new one
+        self._status = nats.aio.client.Client.RECONNECTING
+        self._reconnection_task = asyncio.get_running_loop().create_task(self._attempt_reconnect())
+
+    async def reconnect_now(self) -> None:
+        """IO thread: leave the server connected to for the next one in the pool (nats.go's ForceReconnect);
+        while reconnecting, end the reconnect delay now. What was written goes out before the socket closes."""
+        if self.is_reconnecting or self.is_connecting:
+            if self._wake is not None:
+                self._wake.set()
+            return
+        server = self._current_server
+        if not self.is_connected or self.is_closed or server is None:
+            return
+        pool = self._server_pool
+        if server in pool and len(pool) > 1:
+            pool.remove(server)
+            pool.append(server)
+            self._keep_pool_order = True  # to another server first, not back by a shuffle
+        lost, self.on_lost = self.on_lost, None  # asked for: not an error to remember
+        try:
+            await self._process_op_err(ConnectionResetError("force_reconnect() was called"))
+        finally:
+            self.on_lost = lost
+
+    async def round_trip(self, timeout: float) -> float:
+        """IO thread: seconds a PING takes to come back as a PONG (nats.go's RTT); fails as a flush fails."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await self.flush_or_raise(timeout)
+        return loop.time() - started
 
     async def close_promptly(self, timeout: float) -> None:
         """IO thread: close, writing out what is unsent while the socket takes it, but never waiting on a stall.
@@ -690,11 +661,26 @@ class NatsConnection(nats.aio.client.Client):
         flushes that can no longer be answered."""
         if not self.is_closed and not self.is_reconnecting:
             self._end_flushes(lambda: errors.NotConnectedError(f"flush: the connection was lost; {_NOT_CONFIRMED}"))
+            if self.on_lost is not None:
+                self.on_lost(e)
         await super()._process_op_err(e)
 
     async def _close(self, status: int, do_cbs: bool = True) -> None:
+        """IO thread: nats-py's close, after failing the flushes and stopping a reconnect in progress (nats-py
+        waits for that only as long as its reconnect wait, which is ours and so 0 to nats-py)."""
         self._end_flushes(errors.ConnectionClosedError)
+        task = self._reconnection_task
+        if task is not None and not task.done() and task is not asyncio.current_task():
+            task.cancel()
+            await asyncio.wait({task}, timeout=_RECONNECT_STOP)
         await super()._close(status, do_cbs)
+
+
+def _close(sock: object) -> None:
+    """Close what a socket factory returned and the attempt does not use (it came too late, or is unusable)."""
+    close = getattr(sock, "close", None)
+    if callable(close):
+        close()
 
 
 _NOT_CONFIRMED = (

@@ -10,10 +10,8 @@ Nothing outside this package touches the loop or nats-py. See docs/ARCHITECTURE.
 from __future__ import annotations
 
 import asyncio
-import atexit
 import contextlib
 import logging
-import sys
 import threading
 import time
 import weakref
@@ -27,6 +25,8 @@ from .._telemetry import note_reconnected
 from .._validate import check_control_line, prepare_message, to_seconds
 from ._buffer import MessageBuffer
 from ._callbacks import CLOSE_WAIT, CallbackRunner
+from ._connect import ConnectionState, nats_py_keywords
+from ._exit import LIVE
 from ._fork import ForkGuard
 from ._io import IOLoop
 from ._mux import RawReply, ReplyHandler, ReplyWaiter, RequestMux
@@ -87,38 +87,6 @@ class _FutureReply:
             self.future.set_exception(exc)
 
 
-_live: weakref.WeakSet[Runtime] = weakref.WeakSet()
-
-
-def _close_all_at_exit() -> None:
-    for runtime in list(_live):
-        try:
-            runtime.close(timeout=2.0)
-        except Exception:
-            log.debug("closing a client at exit failed", exc_info=True)
-
-
-def _close_all_if_main_failed() -> None:
-    """Runs when the main thread has ended, before Python waits for the non-daemon threads.
-
-    If the main thread ended with an uncaught exception (Ctrl-C's KeyboardInterrupt: the interpreter keeps it
-    in ``sys.last_value``), a non-daemon thread blocked in a client's call, a ``messages()`` loop or a
-    subscription read, would keep the process alive for ever: every client is closed now, so those calls raise
-    ConnectionClosedError and their threads can end. After a normal return Python's rule stands (non-daemon
-    threads run on, with their clients), and atexit closes the clients once they are done.
-    """
-    if getattr(sys, "last_value", None) is not None:
-        _close_all_at_exit()
-
-
-atexit.register(_close_all_at_exit)
-# CPython's hook that runs before non-daemon threads are joined (the one concurrent.futures uses); absent on
-# other interpreters, where the atexit close above still runs once the threads have ended.
-_register_before_thread_join = getattr(threading, "_register_atexit", None)
-if _register_before_thread_join is not None:
-    _register_before_thread_join(_close_all_if_main_failed)
-
-
 class Runtime:
     """The thread boundary of one client. Thread-safe unless a method says "IO thread"."""
 
@@ -141,6 +109,11 @@ class Runtime:
         self._watchdog = Watchdog()
         self._callbacks = CallbackRunner()
         self._nc = NatsConnection(self._io.post)
+        self._nc.configure(options)
+        self._nc.on_lost = self._on_lost
+        self._state = ConnectionState()
+        self._first_round = True  # the first connect's fail-fast round: errors are collected, not reported
+        self._draining = False
         self._mux = RequestMux(options.inbox_prefix, self.new_token())
         self._outbound = Outbound(
             self._io,
@@ -163,53 +136,42 @@ class Runtime:
 
     # -- connecting -------------------------------------------------------------------------------------
     def connect(self) -> None:
-        """Connect, or raise (and release every thread) when no server can be reached."""
+        """Connect, or raise (and release every thread) when no server can be reached. With
+        ``retry_on_failed_connect`` a failed first round goes on in the background instead (``_connect.py``),
+        and ``first_connect_wait`` bounds how long this waits for it."""
         opts = self.options
         budget = opts.connect_timeout * max(1, len(opts.servers)) * 2 + 5.0
         try:
             self._io.call(self._connect_async(), budget, "connect")
         except BaseException:
-            self._closed = True
-            self._shutdown_threads(timeout=2.0)
-            self._watchdog.stop(timeout=2.0)
-            self._callbacks.stop(CLOSE_WAIT)
+            self._release()
             raise
-        _live.add(self)
+        LIVE.add(self)
+        if opts.first_connect_wait and not self.wait_connected(opts.first_connect_wait):
+            failure, cause = self._state.wait_failure(opts)
+            self.close(timeout=2.0)
+            raise failure from cause
+
+    def _release(self) -> None:  # a first connect failed: end every thread (the client was never usable)
+        self._closed = True
+        self._state.closed()
+        self._nc.calls.stop()
+        self._shutdown_threads(timeout=2.0)
+        self._nc.calls.join(timeout=2.0)
+        self._watchdog.stop(timeout=2.0)
+        self._callbacks.stop(CLOSE_WAIT)
 
     async def _connect_async(self) -> None:
         opts = self.options
         self._nc.reply_prefix = (opts.inbox_prefix + ".").encode()
-        kwargs: dict[str, Any] = {
-            "servers": list(opts.servers),
-            "name": opts.name,
-            "connect_timeout": opts.connect_timeout,
-            "allow_reconnect": opts.allow_reconnect,
-            # The first connect fails fast, as nats.go's does: each server is tried at most twice, without a
-            # wait in between; the reconnect policy the user asked for applies once connected (set below).
-            "max_reconnect_attempts": 1,
-            "reconnect_time_wait": 0,
-            "ping_interval": opts.ping_interval,
-            "max_outstanding_pings": opts.max_outstanding_pings,
-            "pending_size": opts.pending_size,
-            "inbox_prefix": opts.inbox_prefix,
-            "no_echo": opts.no_echo,
-            "error_cb": self._on_error,
-            "disconnected_cb": self._on_disconnected,
-            "reconnected_cb": self._on_reconnected,
-            "closed_cb": self._on_closed,
-        }
-        optional = {
-            "user": opts.user,
-            "password": opts.password,
-            "token": opts.token,
-            "user_credentials": opts.credentials,
-            "nkeys_seed": opts.nkey_seed_file,
-            "nkeys_seed_str": opts.nkey_seed,
-            "tls": opts.tls,
-            "tls_hostname": opts.tls_hostname,
-        }
-        kwargs.update({k: v for k, v in optional.items() if v is not None})
+        callbacks: dict[str, Callable[..., Coroutine[Any, Any, object]]] = {"error_cb": self._on_error}
+        callbacks.update(disconnected_cb=self._on_disconnected, reconnected_cb=self._on_reconnected)
+        callbacks["closed_cb"] = self._on_closed
+        if opts.discovered_servers_callback is not None:
+            callbacks["discovered_server_cb"] = self._on_discovered
+        kwargs = nats_py_keywords(opts, callbacks)
         self._connect_errors = []  # what nats-py reported while trying; see _on_error
+        connected = True
         try:
             await self._nc.connect(**kwargs)
         except ImportError as exc:  # nats-py imports nkeys only when nkey or credentials auth is asked for
@@ -219,9 +181,23 @@ class Runtime:
             if type(exc).__module__.partition(".")[0] == "nkeys":  # a malformed seed; the text never holds it
                 raise errors.InvalidArgumentError(opts.nkey_field(), f"is not a usable nkey seed: {exc}") from exc
             failure, cause = connect_failure(self._connect_errors, exc, opts.servers, self._nc.tls_required)
-            raise failure from cause
+            if not opts.retry_on_failed_connect or isinstance(failure, errors.InvalidArgumentError):
+                raise failure from cause
+            log.warning("%s; retrying in the background (retry_on_failed_connect)", failure)
+            for seen in self._connect_errors:
+                self._state.note(seen, attempt=True)
+            self._state.note(failure)
+            connected = False
+        self._first_round = False
         self._nc.set_reconnect_policy(opts.max_reconnect_attempts, opts.reconnect_wait)
-        self.max_payload = self._nc.payload_limit
+        if connected:
+            self.max_payload = self._nc.payload_limit
+            self._state.connected()
+            if opts.connected_callback is not None:
+                self._callbacks.submit(opts.connected_callback)
+        if not connected:
+            self._nc.connect_in_background(opts.servers)
+        # subscribed while reconnecting, the reply inbox is sent before anything buffered once connected
         await self._nc.fast_subscribe(self._mux.subject, "", self._mux.handle)
         self._nc.open_gate()  # requests may be written by their own threads now (the reply inbox is subscribed)
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep_expired())
@@ -239,15 +215,25 @@ class Runtime:
     # -- nats-py callbacks (IO thread) ------------------------------------------------------------------
     async def _on_error(self, exc: Exception) -> None:
         self._nc.drop_failed_tls_transport()
-        if self._sweeper is None:
+        if self._first_round:
             log.debug("while connecting: %s", exc)  # the failure is raised from connect()
             self._connect_errors.append(exc)
             return
+        self._state.note(exc, attempt=not self.is_connected)  # before report_error notes it again: no change
         self.report_error(translate_error(exc))
 
+    def _on_lost(self, exc: BaseException) -> None:  # IO thread: a read error, EOF, stale pings
+        self._state.note(exc)
+
+    async def _on_discovered(self) -> None:
+        callback = self.options.discovered_servers_callback
+        if callback is not None:
+            self._callbacks.submit(callback)
+
     async def _on_disconnected(self) -> None:
-        if self._closing:
-            return
+        if self._closing or not self._state.ever_connected:
+            return  # closing; or connecting in the background, where nothing was connected to lose
+        self._state.disconnected()
         log.info("disconnected from NATS; reconnecting")
         self._nc.close_gate()
         self._mux.fail_all(
@@ -265,9 +251,14 @@ class Runtime:
             self._callbacks.submit(self.options.disconnected_callback)
 
     async def _on_reconnected(self) -> None:
-        self.reconnects += 1
         self._nc.open_gate()  # after nats-py replayed the subscriptions and flushed: nothing can be passed now
         self.max_payload = self._nc.payload_limit  # another server may allow another size
+        if self._state.connected():  # the first connection, made in the background (retry_on_failed_connect)
+            log.info("connected to %s", self.connected_url)
+            if self.options.connected_callback is not None:
+                self._callbacks.submit(self.options.connected_callback)
+            return
+        self.reconnects += 1
         log.info("reconnected to %s", self.connected_url)
         note_reconnected()
         for listener in list(self._listeners):
@@ -279,6 +270,7 @@ class Runtime:
             self._callbacks.submit(self.options.reconnected_callback)
 
     async def _on_closed(self) -> None:
+        self._state.closed()
         if self._closing:
             return
         log.warning("the NATS connection closed (reconnect attempts exhausted); closing the client")
@@ -286,6 +278,8 @@ class Runtime:
 
     def report_error(self, exc: BaseException) -> None:
         """Any thread: hand an asynchronous error to the user's error callback on the callbacks thread."""
+        if not isinstance(exc, errors.LameDuckModeEvent):
+            self._state.note(exc)
         callback = self.options.error_callback
         if callback is None:
             log.warning("NATS error: %s", exc)
@@ -314,6 +308,46 @@ class Runtime:
     def is_connected(self) -> bool:
         """Connected right now; never in a forked child, where the connection is the parent's."""
         return not self._closed and not self.fork_guard.inherited and bool(self._nc.is_connected)
+
+    @property
+    def is_reconnecting(self) -> bool:
+        """Not connected, and trying to (after a lost connection, or a first connect in the background)."""
+        nc = self._nc
+        return not self._closed and not self.fork_guard.inherited and not nc.is_closed and not nc.is_connected
+
+    @property
+    def is_draining(self) -> bool:
+        """A drain() is under way (it ends closed); set by :meth:`mark_draining`."""
+        return self._draining and not self._closed
+
+    def mark_draining(self) -> None:
+        """Client.drain() has begun."""
+        self._draining = True
+
+    @property
+    def last_error(self) -> errors.JetStreamError | None:
+        """The last error that cost the connection or an attempt at one (a lost connection, a refused or failed
+        attempt, a server's -ERR, an error reported to the error callback); None if there was none."""
+        return self._state.last_error
+
+    def wait_connected(self, timeout: float) -> bool:
+        """Blocking: wait at most ``timeout`` seconds until connected; False if not by then. Raises
+        ConnectionClosedError once closed (by close(), or when the reconnect attempts ran out)."""
+        warn_if_in_event_loop("wait_connected")
+        return self._state.wait_connected(timeout, lambda: self.is_connected)
+
+    def force_reconnect(self) -> None:
+        """Any thread: leave the server for the next one now (while reconnecting: end the delay now); returns
+        at once."""
+        self.check_usable()
+        if not self.options.allow_reconnect:
+            raise errors.InvalidArgumentError("allow_reconnect", "is False: force_reconnect() would close the client")
+        self._io.post(lambda: self.spawn(self._nc.reconnect_now()))
+
+    def rtt(self, timeout: float) -> float:
+        """Blocking: the round trip to the server in seconds (a PING answered by a PONG)."""
+        self.check_usable()
+        return self._io.call(self._nc.round_trip(timeout), timeout + 1.0, "rtt")
 
     def server_info(self) -> dict[str, Any]:
         """A copy of the INFO of the server connected to."""
@@ -594,9 +628,11 @@ class Runtime:
                 return
             self._closed = True
             self._closing = True
-        _live.discard(self)
+        LIVE.discard(self)
+        self._state.closed()  # threads in wait_connected() raise ConnectionClosedError now
         if self.forked:
             return  # the parent's threads do not exist here; the parent still owns the connection
+        self._nc.calls.stop()
         closed = errors.ConnectionClosedError()
         for closeable in list(self._closeables):
             try:
@@ -615,6 +651,7 @@ class Runtime:
             except Exception:  # a nats-py bug in its own close must not leave our threads running
                 log.warning("close: nats-py failed while closing the connection", exc_info=True)
         self._shutdown_threads(seconds)
+        self._nc.calls.join(seconds)  # after the IO thread: no attempt asks for a user function any more
         if not self._io.thread.is_alive():
             self._mux.fail_all(errors.ConnectionClosedError)  # whatever the IO thread did not get to
         self._join_threads(time.monotonic() + seconds)

@@ -17,7 +17,17 @@ import nats.errors
 from .. import errors
 from ._parser import ServerProtocolViolation
 
-__all__ = ["connect_failure", "redact_url", "translate_error"]
+__all__ = ["AttemptFailed", "connect_failure", "redact_url", "translate_error"]
+
+
+class AttemptFailed(nats.errors.Error):
+    """One connection attempt failed for a reason of ours (a user function, a seed): a nats-py error, so that
+    nats-py counts the attempt as failed and goes on to the next server (an exception of another kind would end
+    its reconnect task unseen). ``error`` is what the user sees (:func:`translate_error` unwraps it)."""
+
+    def __init__(self, error: errors.JetStreamError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 # -ERR texts after which the same credentials will not work: retrying cannot help.
@@ -38,6 +48,8 @@ def _server_text(exc: BaseException) -> str:
 
 def translate_error(exc: BaseException) -> BaseException:
     """nats-py's errors as ours, so users catch one hierarchy."""
+    if isinstance(exc, AttemptFailed):
+        return exc.error
     text = str(exc)
     lowered = text.lower()
     if isinstance(exc, nats.errors.AuthorizationError) or any(failure in lowered for failure in _AUTH_FAILURES):
@@ -79,10 +91,16 @@ def connect_failure(
     a server that wants a client certificate may close the connection before the client sees its alert).
     """
     where = [redact_url(url) for url in servers]
+    ours = [exc for exc in seen if isinstance(exc, AttemptFailed)]
+    for attempt in ours:  # a seed or a setting that cannot work: nothing else matters
+        if isinstance(attempt.error, errors.InvalidArgumentError):
+            return attempt.error, attempt.error.__cause__ or attempt
     for exc in seen:
         translated = translate_error(exc)
         if isinstance(translated, errors.AuthorizationError):
             return translated, exc
+    if ours:  # a user function failed: what it raised is the cause
+        return ours[-1].error, ours[-1].error.__cause__ or ours[-1]
     for exc in seen:
         if _is_tls_failure(exc):
             return errors.NoServersError(f"TLS handshake with {where} failed: {exc}; {_TLS_HINT}"), exc

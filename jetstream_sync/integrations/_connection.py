@@ -47,10 +47,18 @@ SETTING_KEYS: tuple[str, ...] = (
     "TLS_HOSTNAME",
     "CONNECT_TIMEOUT",
     "TIMEOUT",
+    "CREDENTIALS_DATA",
+    "TLS_HANDSHAKE_FIRST",
+    "RETRY_ON_FAILED_CONNECT",
+    "FIRST_CONNECT_WAIT",
+    "MAX_RECONNECT_ATTEMPTS",
+    "RECONNECT_WAIT",
 )
-_TEXT_KEYS = ("NAME", "USER", "PASSWORD", "TOKEN", "TLS_HOSTNAME")
+_TEXT_KEYS = ("NAME", "USER", "PASSWORD", "TOKEN", "TLS_HOSTNAME", "CREDENTIALS_DATA")
+_SECRET_KEYS = ("PASSWORD", "TOKEN", "CREDENTIALS_DATA")  # kept as given (a secret may end in a space)
 _FILE_KEYS = ("CREDENTIALS", "NKEY_SEED_FILE", "TLS_CA_FILE", "TLS_CERT_FILE", "TLS_KEY_FILE")
-_SECONDS_KEYS = ("CONNECT_TIMEOUT", "TIMEOUT")
+_SECONDS_KEYS = ("CONNECT_TIMEOUT", "TIMEOUT", "RECONNECT_WAIT")
+_BOOL_KEYS = ("TLS_HANDSHAKE_FIRST", "RETRY_ON_FAILED_CONNECT")
 #: URL schemes nats-py connects with; a URL without ``://`` is taken as ``nats://host:port``.
 _SCHEMES = ("nats", "tls", "ws", "wss")
 
@@ -79,6 +87,14 @@ class ConnectionSettings:
     which :meth:`tls_context` builds where the connection is made. Build it directly, or from a framework's
     settings dict with :meth:`from_mapping`, which checks every value first. ``timeout`` is the default of
     the client's blocking calls; ``connect_timeout`` bounds each connection attempt.
+
+    A worker that may start before NATS (Kubernetes starts pods in any order) sets ``retry_on_failed_connect``:
+    the client is made at once and connects in the background, with ``max_reconnect_attempts`` (-1: forever)
+    and ``reconnect_wait`` as its policy. A web worker (gunicorn, Django, Flask) leaves ``first_connect_wait``
+    at 0: it serves requests meanwhile, publishes are buffered and requests time out. A worker that can do
+    nothing without NATS (a Celery or consume worker) sets ``first_connect_wait`` (seconds) so that its first
+    use waits for the connection, and fails, letting the orchestrator restart it, if none came by then.
+    ``credentials_data`` is the text of a .creds file, from an environment variable or a secret manager.
     """
 
     #: What each field is called where the user wrote it, for error messages; a subclass (Spark's camelCase
@@ -98,6 +114,12 @@ class ConnectionSettings:
     tls_hostname: str | None = None
     connect_timeout: float = 5.0
     timeout: float = 10.0
+    credentials_data: str | None = attrs.field(default=None, repr=False)
+    tls_handshake_first: bool = False
+    retry_on_failed_connect: bool = False
+    first_connect_wait: float = 0.0
+    max_reconnect_attempts: int = 60
+    reconnect_wait: float = 2.0
 
     @classmethod
     def from_mapping(cls, mapping: Mapping[str, object], *, source: str, prefix: str = "") -> ConnectionSettings:
@@ -147,11 +169,17 @@ class ConnectionSettings:
         fields: dict[str, object] = {"servers": _servers(label("SERVERS"), values.pop("SERVERS"))}
         for key, value in values.items():
             if key in _TEXT_KEYS:
-                fields[key.lower()] = _text(label(key), value, strip=key not in {"PASSWORD", "TOKEN"})
+                fields[key.lower()] = _text(label(key), value, strip=key not in _SECRET_KEYS)
             elif key in _FILE_KEYS:
                 fields[key.lower()] = _file(label(key), value)
             elif key in _SECONDS_KEYS:
-                fields[key.lower()] = to_seconds(label(key), value)
+                fields[key.lower()] = to_seconds(label(key), value, allow_zero=key == "RECONNECT_WAIT")
+            elif key in _BOOL_KEYS:
+                fields[key.lower()] = _flag(label(key), value)
+            elif key == "FIRST_CONNECT_WAIT":
+                fields["first_connect_wait"] = to_seconds(label(key), value, allow_zero=True)
+            elif key == "MAX_RECONNECT_ATTEMPTS":
+                fields["max_reconnect_attempts"] = _attempts(label(key), value)
         for lone, needs in (("PASSWORD", "USER"), ("TLS_KEY_FILE", "TLS_CERT_FILE")):
             if lone in values and needs not in values:
                 raise errors.InvalidArgumentError(label(lone), f"is set without {prefix + needs}; set both or neither")
@@ -208,6 +236,12 @@ class ConnectionSettings:
             tls_hostname=self.tls_hostname,
             connect_timeout=self.connect_timeout,
             timeout=self.timeout,
+            credentials_data=self.credentials_data,
+            tls_handshake_first=self.tls_handshake_first,
+            retry_on_failed_connect=self.retry_on_failed_connect,
+            first_connect_wait=self.first_connect_wait,
+            max_reconnect_attempts=self.max_reconnect_attempts,
+            reconnect_wait=self.reconnect_wait,
         )
 
     def connect(self) -> Client:
@@ -230,6 +264,20 @@ def _text(field: str, value: object, *, strip: bool) -> str:
     if not text.strip():
         raise errors.InvalidArgumentError(field, "must not be empty; leave it out (or None) to not set it")
     return text
+
+
+def _flag(field: str, value: object) -> bool:
+    """A yes/no setting: True or False (read an environment variable into a bool in the settings file)."""
+    if isinstance(value, bool):
+        return value
+    raise errors.InvalidTypeError(field, f"must be True or False, got {type(value).__name__}")
+
+
+def _attempts(field: str, value: object) -> int:
+    """A number of attempts: an int, -1 for forever."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < -1:
+        raise errors.InvalidArgumentError(field, f"must be an int >= -1 (-1: forever), got {value!r}")
+    return value
 
 
 def _file(field: str, value: object) -> str:

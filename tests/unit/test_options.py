@@ -81,10 +81,10 @@ def test_client_wants_connect_options():
 
 def test_secrets_stay_out_of_repr():
     opts = ConnectOptions(
-        servers="nats://alice:s3cret@127.0.0.1:4222", user="u", password="hunter2", token="tok", nkey_seed="SUAXYZ"
+        servers="nats://alice:s3cret@127.0.0.1:4222", user="u", password="hunter2", token="t0ken", nkey_seed="SUAXYZ"
     )
     text = repr(opts)
-    for secret in ("s3cret", "hunter2", "tok", "SUAXYZ"):
+    for secret in ("s3cret", "hunter2", "t0ken", "SUAXYZ"):
         assert secret not in text
     assert "***@127.0.0.1:4222" in text
 

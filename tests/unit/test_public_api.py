@@ -60,5 +60,11 @@ def test_importing_the_package_imports_nats_py_only_through_the_adapter():
         and "nats" in vars(mod)
         and getattr(vars(mod)["nats"], "__name__", "") == "nats"
     ]
-    adapter = ["jetstream_sync._runtime._nats", "jetstream_sync._runtime._parser", "jetstream_sync._runtime._translate"]
+    adapter = [
+        "jetstream_sync._runtime._contract",
+        "jetstream_sync._runtime._nats",
+        "jetstream_sync._runtime._parser",
+        "jetstream_sync._runtime._translate",
+        "jetstream_sync._runtime._transports",
+    ]
     assert sorted(users) == adapter

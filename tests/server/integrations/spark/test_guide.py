@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 
 import pytest
@@ -11,7 +10,7 @@ import pytest
 pytest.importorskip("pyarrow")
 pytest.importorskip("pyspark", minversion="4.2")
 
-from tests.helpers import REPO_ROOT, first_python_block
+from tests.helpers import REPO_ROOT, run_opening_program
 
 pytestmark = pytest.mark.spark
 
@@ -20,13 +19,8 @@ GUIDE = REPO_ROOT / "docs" / "guides" / "spark.md"
 
 @pytest.mark.timeout(300)
 def test_the_guides_opening_program_runs_as_it_stands(tmp_path):
-    program = tmp_path / "spark_guide.py"
-    program.write_text(first_python_block(GUIDE.read_text(encoding="utf-8")))
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     env["SPARK_LOCAL_IP"] = "127.0.0.1"
-    result = subprocess.run(
-        [sys.executable, str(program)], capture_output=True, text=True, timeout=280, env=env, cwd=tmp_path, check=False
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    result = run_opening_program(GUIDE, tmp_path, timeout=280, env=env)
     assert "[('orders.eu', 500), ('orders.us', 500)]" in result.stdout
     assert "COPIES holds 1000 messages" in result.stdout
