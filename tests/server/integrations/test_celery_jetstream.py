@@ -21,6 +21,7 @@ import pytest
 from celery import chord, group
 
 import jetstream_sync
+from jetstream_sync.integrations._clients import close_process_clients
 from tests.helpers import REPO_ROOT, children, wait_until
 
 HERE = Path(__file__).resolve().parent
@@ -103,6 +104,8 @@ def world(nats_server, tmp_path) -> Iterator[Any]:
     yield make
     for env in made:
         env.close()
+    # the result backend's client in this process (one per process, as in a worker) closes with the test
+    close_process_clients()
 
 
 def test_tasks_groups_chords_and_results_through_a_prefork_worker(world):
