@@ -238,9 +238,15 @@ class JetStreamSubscription:
         return iter(self._iterator)
 
     def unsubscribe(self) -> None:
-        """Stop at once, then delete the consumer if this subscription created it (errors are raised)."""
+        """Stop at once, then delete the consumer if this subscription created it (errors are raised). What
+        was received and not handed out is given back (nak'd), so the next subscriber gets it now, not after
+        the ack wait: the engine's buffer, and the burst ``next_msg`` took from it and had not yet handed out
+        (the iterator's ``stop()`` gives those back; stopping only the engine left them to their ack wait)."""
         self._engine.runtime.fork_guard.check()
-        self._engine.stop()
+        if self._context is None:
+            self._iterator.stop()
+        else:
+            self._context.stop()
         self._delete_created()
 
     def drain(self) -> None:
