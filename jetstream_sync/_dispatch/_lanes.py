@@ -76,6 +76,8 @@ class LanePool(Generic[T]):
         self._ready: deque[Lane[T]] = deque()  # lanes with a waiting item and room under their limit
         self._closed = False  # no more items are taken
         self._halted = False  # workers end after the item in hand, leaving what waits
+        self._idle = 0  # workers waiting for an item
+        self._waking = False  # one of them was woken and has not taken its item yet
         self.workers = workers
         self.threads = [threading.Thread(target=self._work, name=f"{name}-w{i}", daemon=True) for i in range(workers)]
 
@@ -97,9 +99,13 @@ class LanePool(Generic[T]):
         """No more items are taken (after :meth:`close` or :meth:`halt`)."""
         return self._closed
 
-    def offer(self, lane: Lane[T], item: T, size: int = 0) -> bool:
+    def offer(self, lane: Lane[T], item: T, size: int = 0, *, wake: bool = True) -> bool:
         """Any thread, never blocking (the IO thread calls it): queue ``item`` on ``lane``; False, with nothing
-        queued, when the lane has ``max_pending`` items (or ``max_bytes``) waiting or the pool is closed."""
+        queued, when the lane has ``max_pending`` items (or ``max_bytes``) waiting or the pool is closed.
+
+        With ``wake=False`` no idle worker is woken: the caller calls :meth:`wake` once it has offered a whole
+        burst (the IO thread, once per burst of input, so that it is not preempted by a worker that cannot run
+        yet: it holds the GIL)."""
         with self._cond:
             if self._closed:
                 return False
@@ -111,9 +117,26 @@ class LanePool(Generic[T]):
             if not lane._ready and lane.running < lane.limit:
                 lane._ready = True
                 self._ready.append(lane)
-            if lane._ready:
-                self._cond.notify()
+            if lane._ready and wake:
+                self._wake_one()
         return True
+
+    def wake(self) -> None:
+        """Any thread: wake an idle worker if something is ready (after offers made with ``wake=False``)."""
+        with self._cond:
+            if self._ready:
+                self._wake_one()
+
+    def _wake_one(self) -> None:
+        """Lock held, something ready: wake an idle worker, unless one was woken and has yet to take its item.
+
+        Waking one at a time (each worker that takes an item wakes the next while more is ready) keeps a burst of
+        quick requests on one or two threads instead of every idle one, which would only take turns at the GIL:
+        measured on the echo benchmark (benchmarks/services.py), a wake-up per request cost a fifth of the
+        IO thread's time. Slow handlers still spread over every worker, one wake-up after another."""
+        if self._idle and not self._waking:
+            self._waking = True
+            self._cond.notify()
 
     def _take(self) -> tuple[Lane[T], T]:
         """Lock held, a lane ready: the next item of the next ready lane."""
@@ -123,9 +146,10 @@ class LanePool(Generic[T]):
         lane.running += 1
         if lane._queue and lane.running < lane.limit:
             self._ready.append(lane)  # more of it may run at once: another worker may take it
-            self._cond.notify()
         else:
             lane._ready = False
+        if self._ready:
+            self._wake_one()
         return lane, item
 
     def _work(self) -> None:
@@ -135,7 +159,10 @@ class LanePool(Generic[T]):
                 while not self._ready:
                     if self._closed or self._halted:
                         return  # a worker finishing an item of a lane at its limit runs the rest of that lane
+                    self._idle += 1
                     cond.wait()
+                    self._idle -= 1
+                    self._waking = False
                 lane, item = self._take()
             try:
                 self._run(item)
@@ -145,8 +172,7 @@ class LanePool(Generic[T]):
                 lane.running -= 1
                 if lane._queue and not lane._ready:
                     lane._ready = True
-                    self._ready.append(lane)
-                    cond.notify()
+                    self._ready.append(lane)  # this worker takes it next, or an idle one it wakes in _take
 
     def close(self) -> None:
         """Any thread: take no more items; the workers run what waits, then end."""

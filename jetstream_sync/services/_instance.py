@@ -146,6 +146,7 @@ class ServiceInstance:
         self._live = [self._new_live(endpoint) for endpoint in endpoints]
         self._ping = json.dumps(self.ping().to_wire()).encode()
         self._info = b""
+        self._wake_scheduled = False  # IO thread only: a wake-up of the workers is due after this burst
         self._send_failing = False  # worker threads: a failed reply was logged, until one goes out again
 
     def __repr__(self) -> str:
@@ -238,7 +239,11 @@ class ServiceInstance:
         lane = live.lane
 
         def on_request(subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
-            if offer(lane, (live, subject, reply, data, headers), len(data) + (len(headers) if headers else 0)):
+            size = len(data) + (len(headers) if headers else 0)
+            if offer(lane, (live, subject, reply, data, headers), size, wake=False):
+                if not self._wake_scheduled:  # one wake-up per burst of input, once the IO thread is done with it
+                    self._wake_scheduled = True
+                    self._runtime.call_later(0, self._wake)
                 if live.refusing:
                     live.refusing = False
                     log.info("service %s: endpoint %s takes requests again", self.name, live.endpoint.name)
@@ -246,6 +251,11 @@ class ServiceInstance:
             self._refuse(live, reply)
 
         return on_request
+
+    def _wake(self) -> None:
+        """IO thread, after a burst of requests: wake a worker for them."""
+        self._wake_scheduled = False
+        self._pool.wake()
 
     def _refuse(self, live: _Live, reply: bytes) -> None:
         """IO thread: the lane is full or the pool closed: a 503 error reply at once, counted as an error."""

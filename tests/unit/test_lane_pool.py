@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from jetstream_sync._dispatch import Lane, LanePool
-from tests.helpers import wait_until
+from tests.helpers import wait_parked, wait_until
 
 Item = tuple[str, int]
 
@@ -128,6 +128,25 @@ def test_lanes_take_turns_so_a_deep_backlog_does_not_hold_every_thread(make_pool
     release.set()
     wait_until(lambda: len(order) == 7)
     assert order.index(("shallow", 0)) <= 2  # served after at most one deep item, not after all five
+
+
+def test_offers_without_a_wake_wait_for_one_wake_that_still_reaches_every_worker(make_pool):
+    # the IO thread offers a burst with wake=False and wakes the pool once after it; one wake-up must still
+    # spread slow items over every worker (each worker that takes an item wakes the next while more is ready)
+    recorder = Recorder()
+    pool = make_pool(4, recorder)
+    lane: Lane[Item] = pool.lane("a", limit=4, max_pending=100, max_bytes=10**6)
+    gate = recorder.gate("a")
+    wait_parked(pool.threads)
+    for i in range(6):
+        assert pool.offer(lane, ("a", i), wake=False)
+    assert lane.running == 0 and lane.waiting == 6  # nobody was woken: the workers still wait
+    pool.wake()
+    wait_until(lambda: lane.running == 4)  # one wake-up, four workers busy: the slow items spread
+    assert lane.waiting == 2
+    gate.set()
+    wait_until(lambda: len(recorder.ran) == 6)
+    assert recorder.peak["a"] == 4
 
 
 def test_close_runs_what_waits_then_ends_and_refuses_new_items(make_pool):
