@@ -87,16 +87,6 @@ class ServiceClient:
         except errors.NoRespondersError:  # nobody answers: no such service (the server says so at once)
             return found
         return found
-        with replies:
-            for reply in replies:
-                try:
-                    document = json.loads(reply.data)
-                    if not isinstance(document, dict):
-                        raise errors.ProtocolError(f"not a JSON object: {reply.data[:200]!r}")
-                    found.append(read(document))
-                except (ValueError, errors.ProtocolError) as exc:
-                    log.warning("a service's %s answer on %s was left out: %s", verb, subject, exc)
-        return found
 
     def request(
         self,
