@@ -175,7 +175,7 @@ def wait_for(condition: Any, timeout: float, what: str) -> None:
 def measure(url: str, side: str, case: str, args: argparse.Namespace, marker: Path) -> dict[str, float]:
     """One run: the service process, then the load against it; requests a second and CPU us per request."""
     import jetstream_sync
-    from jetstream_sync.services import ServiceClient
+    from jetstream_sync import errors
 
     role = "serve-ours" if side == "ours" else "serve-natspy"
     handler, window = CASES[case]
@@ -185,8 +185,15 @@ def measure(url: str, side: str, case: str, args: argparse.Namespace, marker: Pa
     )
     try:
         with jetstream_sync.connect(url, name="bench-probe") as nc:
-            probe = ServiceClient(nc, timeout=0.5, stall=0.05)
-            wait_for(lambda: probe.ping("bench"), 30, f"the {side} service did not answer")
+
+            def answering() -> bool:
+                # the endpoint itself, not PING: nats-py answers PING once add_service returns, before add_endpoint
+                try:
+                    return nc.request(SUBJECT, BODY, timeout=5).data == BODY
+                except errors.NoRespondersError:
+                    return False
+
+            wait_for(answering, 30, f"the {side} service did not answer")
         marker.write_text("")
         env = {**os.environ, "BENCH_MARK": str(marker)}
         loader = subprocess.Popen(
