@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -16,15 +15,6 @@ import pytest
 from jetstream_sync import Msg, errors
 from jetstream_sync.services import Request, Service, ServiceClient, ServiceInstance
 from tests.helpers import wait_until
-
-
-@pytest.fixture
-def started(client) -> Iterator[list[ServiceInstance]]:
-    instances: list[ServiceInstance] = []
-    yield instances
-    for instance in instances:
-        if instance.is_running:
-            instance.stop(5)
 
 
 class Gate:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Iterator
 
 import pytest
 
@@ -23,19 +22,8 @@ from jetstream_sync.services import (
     Service,
     ServiceClient,
     ServiceError,
-    ServiceInstance,
 )
 from tests.helpers import wait_until
-
-
-@pytest.fixture
-def started(client) -> Iterator[list[ServiceInstance]]:
-    """Instances a test starts; stopped after it (on a client still open)."""
-    instances: list[ServiceInstance] = []
-    yield instances
-    for instance in instances:
-        if instance.is_running:
-            instance.stop(5)
 
 
 def math_service(name: str) -> Service:
