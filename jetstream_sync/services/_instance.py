@@ -500,8 +500,14 @@ class ServiceInstance:
         log.info("service %s (%s) stopped", self.name, self.id)
 
     async def _retire(self) -> None:
-        """IO thread: UNSUB everything; what the server sent before it saw the UNSUBs still arrives."""
-        await asyncio.gather(*(self._runtime.retire(sub, handler) for sub, handler in self._subs))
+        """IO thread: UNSUB everything; what the server sent before it saw the UNSUBs still arrives.
+
+        The endpoints go first, discovery after (the UNSUBs are written in this order, and the server reads them
+        in order): once PING finds no instance, none of its endpoints takes a request any more. The other way
+        round, a caller who saw the service gone from discovery could still have a request taken for a while."""
+        discovery = (self._on_ping, self._on_info, self._on_stats)
+        subs = sorted(self._subs, key=lambda entry: entry[1] in discovery)  # stable: endpoints, then discovery
+        await asyncio.gather(*(self._runtime.retire(sub, handler) for sub, handler in subs))
 
     def _refuse_left(self, live: _Live, reply: bytes) -> None:
         with self._stats_lock:

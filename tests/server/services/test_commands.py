@@ -39,9 +39,9 @@ def environment(url: str) -> dict[str, str]:
 
 
 def discovery_refused(client) -> bool:
-    """True once the server says nobody listens on the service's PING subject: the stop's UNSUBs were processed
-    (its endpoints' too: they went out in the same burst). An empty ``ServiceClient.ping`` would not do: it is also
-    what a ping slower than its timeout returns on a loaded machine."""
+    """True once the server says nobody listens on the service's PING subject: the stop's UNSUBs were processed,
+    its endpoints' too (a stop writes those first). An empty ``ServiceClient.ping`` would not do: it is also what a
+    ping slower than its timeout returns on a loaded machine."""
     try:
         client.request("$SRV.PING.served", timeout=5)
     except errors.NoRespondersError:
