@@ -4,6 +4,9 @@
   thread, one key at a time in order, bounded.
 - :class:`Dispatcher` (``_dispatcher.py``): a core subscription's handler on a thread of its own (or a pool), over
   the subscription's bounded buffer; exceptions reported, never the end of the subscription.
+- :class:`LanePool` (``_lanes.py``): a service's endpoint handlers on one bounded pool of threads, each endpoint a
+  :class:`Lane` with its own concurrency limit and backlog bound; an offer past them is refused at once (never
+  queued without bound, never blocking the IO thread that offers).
 
 Consume handlers (``jetstream/consumers/delivery.py``'s ConsumeContext) run on the pool too; user callbacks of
 connection events run on the runtime's callbacks thread (``_runtime/_callbacks.py``). See docs/ARCHITECTURE.md,
@@ -13,6 +16,7 @@ connection events run on the runtime's callbacks thread (``_runtime/_callbacks.p
 from __future__ import annotations
 
 from ._dispatcher import Dispatcher, HandlerSource
+from ._lanes import Lane, LanePool
 from ._pool import WorkerPool
 
-__all__ = ["Dispatcher", "HandlerSource", "WorkerPool"]
+__all__ = ["Dispatcher", "HandlerSource", "Lane", "LanePool", "WorkerPool"]

@@ -1,4 +1,5 @@
-"""The Flask extension: ``JETSTREAM_*`` settings, one client per worker process, and ``flask jetstream consume``.
+"""The Flask extension: ``JETSTREAM_*`` settings, one client per worker process, ``flask jetstream consume`` and
+``flask jetstream service``.
 
 Install with ``pip install 'jetstream-sync[flask]'``::
 
@@ -33,7 +34,8 @@ inherited through fork() is unusable. The client is made on first use, in the wo
 threads, closed when the process exits). Several apps, each with its own settings, may share one extension
 object: each app's settings live in ``app.extensions["jetstream"]`` and the current app's are used.
 
-The command group ``flask jetstream`` is registered on the app; see :func:`consume_command`.
+The command group ``flask jetstream`` is registered on the app; see :func:`consume_command` and
+:func:`service_command` (a NATS service of :mod:`jetstream_sync.services`, each handler in the app's context).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ from ..message import Msg
 from ._clients import process_client
 from ._connection import ConnectionSettings
 from ._consume import CommandFailed, run_until_signalled, settling
+from ._service import load_service, run_service_until_signalled
 
 __all__ = [
     "CONFIG_PREFIX",
@@ -66,6 +69,7 @@ __all__ = [
     "cli",
     "consume_command",
     "import_handler",
+    "service_command",
     "settings_of",
 ]
 
@@ -260,6 +264,50 @@ def consume_command(
             drain_timeout=drain_timeout,
             say=lambda text: click.echo(text, err=True),
             error_handler=on_error,
+        )
+    except CommandFailed as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@cli.command("service")
+@click.argument("service_path", metavar="SERVICE")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Handler threads (default: the service's).")
+@click.option(
+    "--stop-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=30.0,
+    show_default=True,
+    help="Seconds a graceful stop may take after SIGTERM or SIGINT.",
+)
+def service_command(service_path: str, workers: int | None, stop_timeout: float) -> None:
+    """Run the NATS service SERVICE (pkg.mod:service, a jetstream_sync.services.Service or a function returning
+    one) until SIGTERM or SIGINT.
+
+    Each handler runs inside the app's context, on one of the service's worker threads. A handler's return value
+    is the reply; a ServiceError it raises becomes the error headers; anything else is logged and answered 500.
+    SIGTERM or SIGINT stops gracefully: no new requests, those taken are finished and answered, exit 0; a stop
+    longer than --stop-timeout exits 1 (what still waits is answered 503). A second signal stops at once (exit 1).
+    Logs go to stderr at INFO unless the app configured logging.
+    """
+    if not logging.getLogger().handlers:  # a worker's log is its output; an app that set up logging keeps its own
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    app: Flask = current_app._get_current_object()  # type: ignore[attr-defined]
+    try:
+        service = load_service(service_path)
+    except CommandFailed as exc:
+        raise click.BadParameter(str(exc), param_hint="'SERVICE'") from None
+    try:
+        client = process_client(settings_of(app))
+    except errors.JetStreamError as exc:
+        raise click.ClickException(f"cannot connect: {exc}") from None
+    try:
+        run_service_until_signalled(
+            service,
+            client,
+            workers=workers,
+            stop_timeout=stop_timeout,
+            say=lambda text: click.echo(text, err=True),
+            around=app.app_context,
         )
     except CommandFailed as exc:
         raise click.ClickException(str(exc)) from None

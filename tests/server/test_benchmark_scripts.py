@@ -64,6 +64,15 @@ def test_object_store_py_checks_every_byte_read_back():
     assert "every get delivered" in result.stdout and "peak RSS above an idle client" in result.stdout
 
 
+def test_services_py_runs_every_case_on_both_sides_and_checks_every_reply():
+    result = run_script("services.py", "--reps", "1", "--seconds", "0.2")
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "command:        python benchmarks/services.py --reps 1" in result.stdout
+    assert "checked: every reply, on both sides, carried its own request's body; none was refused" in result.stdout
+    for case in ("echo", "echo-256", "io"):
+        assert f"| {case} |" in result.stdout
+
+
 @pytest.mark.cluster
 def test_kv_read_modes_py_measures_every_mode_on_a_cluster_and_one_server(tmp_path):
     result = run_script("kv_read_modes.py", "--quick", "--rounds", "1", "--out", str(tmp_path))
