@@ -24,20 +24,20 @@ __all__ = [
     "ConnectCallbackError",
     "ConnectionClosedError",
     "ConsumerConfigError",
-    "ConsumerConfigMismatchError",
+    "ConsumerConfigMismatchError",  # noqa: F405 - from _subscribe_errors (the import at the end)
     "ConsumerDeletedError",
     "ConsumerExistsError",
-    "ConsumerIsQueueBoundError",
+    "ConsumerIsQueueBoundError",  # noqa: F405 - from _subscribe_errors (the import at the end)
     "ConsumerNotFoundError",
-    "ConsumerNotQueueError",
+    "ConsumerNotQueueError",  # noqa: F405 - from _subscribe_errors (the import at the end)
     "ConsumerOfflineError",  # noqa: F405 - from _api_errors (the import at the end)
     "ConsumerPinnedEvent",
     "ConsumerSequenceGapError",
     "CounterError",  # noqa: F405 - from _api_errors (the import at the end)
-    "DeliverGroupMismatchError",
+    "DeliverGroupMismatchError",  # noqa: F405 - from _subscribe_errors (the import at the end)
     "DigestMismatchError",
     "DuplicateMessageInProgressError",  # noqa: F405 - from _api_errors (the import at the end)
-    "DuplicateSubscriptionError",
+    "DuplicateSubscriptionError",  # noqa: F405 - from _subscribe_errors (the import at the end)
     "ExpectedLastSequenceUnavailableError",
     "ExpectedStreamMismatchError",  # noqa: F405 - from _api_errors (the import at the end)
     "FeatureNotSupportedError",
@@ -87,13 +87,13 @@ __all__ = [
     "ProtocolError",
     "PublishBackpressureError",
     "PullLimitError",
-    "PullSubscribeRequiredError",
-    "PullSubscribeToPushConsumerError",
+    "PullSubscribeRequiredError",  # noqa: F405 - from _subscribe_errors (the import at the end)
+    "PullSubscribeToPushConsumerError",  # noqa: F405 - from _subscribe_errors (the import at the end)
     "PullWarning",
     "PushConsumerError",
     "PushStatusError",
-    "QueueFlowControlError",
-    "QueueHeartbeatError",
+    "QueueFlowControlError",  # noqa: F405 - from _subscribe_errors (the import at the end)
+    "QueueHeartbeatError",  # noqa: F405 - from _subscribe_errors (the import at the end)
     "RequiredApiLevelError",  # noqa: F405 - from _api_errors (the import at the end)
     "ResourceLimitError",  # noqa: F405 - from _api_errors (the import at the end)
     "SlowConsumerError",
@@ -108,8 +108,8 @@ __all__ = [
     "StreamSealedError",  # noqa: F405 - from _api_errors (the import at the end)
     "StreamStoreFailedError",
     "StreamUnavailableError",
-    "SubjectMismatchError",
-    "SubscribeError",
+    "SubjectMismatchError",  # noqa: F405 - from _subscribe_errors (the import at the end)
+    "SubscribeError",  # noqa: F405 - from _subscribe_errors (the import at the end)
     "SubscriptionClosedError",
     "ThreadsDisabledError",
     "TimeoutError",
@@ -523,51 +523,6 @@ class PushStatusError(JetStreamError):
         super().__init__(f"{label}: status {status} {description}".rstrip())
 
 
-class SubscribeError(JetStreamError, ValueError):
-    """``js.subscribe`` / ``js.pull_subscribe`` cannot bind as asked (the ADR-15 checks); nothing was left
-    subscribed or created. The subclass names the rule, the message says what to change."""
-
-
-class DuplicateSubscriptionError(SubscribeError):
-    """The push consumer is already bound to a subscriber and has no deliver group (ADR-15 push_bound)."""
-
-
-class ConsumerIsQueueBoundError(SubscribeError):
-    """A subscription without a queue for a consumer created for a queue group (deliver_group set)."""
-
-
-class DeliverGroupMismatchError(SubscribeError):
-    """A queue subscription whose queue is not the consumer's deliver_group."""
-
-
-class ConsumerNotQueueError(SubscribeError):
-    """A queue subscription for a consumer created without a deliver group."""
-
-
-class SubjectMismatchError(SubscribeError):
-    """The consumer's filter subject is not the subject given to subscribe."""
-
-
-class PullSubscribeToPushConsumerError(SubscribeError):
-    """``pull_subscribe`` on a push consumer (it has a deliver_subject)."""
-
-
-class PullSubscribeRequiredError(SubscribeError):
-    """``subscribe`` on a pull consumer (it has no deliver_subject): use ``pull_subscribe``."""
-
-
-class ConsumerConfigMismatchError(SubscribeError):
-    """The configuration given differs from the existing consumer's; subscribe does not update consumers."""
-
-
-class QueueFlowControlError(SubscribeError):
-    """Flow control over a queue group: the server would send flow control to a random member."""
-
-
-class QueueHeartbeatError(SubscribeError):
-    """Idle heartbeats over a queue group: the server would send heartbeats to a random member."""
-
-
 class KeyValueError(JetStreamError):
     """Base of the errors a key-value bucket raises."""
 
@@ -706,3 +661,4 @@ def api_error(code: int, err_code: int, description: str) -> APIError:
 
 
 from ._api_errors import *  # noqa: E402, F403 - the classes of newer err_codes, kept there for this module's size
+from ._subscribe_errors import *  # noqa: E402, F403 - the ADR-15 binding errors, kept there for this module's size
