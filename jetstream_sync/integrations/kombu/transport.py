@@ -105,14 +105,14 @@ class QoS:
         self.channel.room_freed()
 
     def reject(self, delivery_tag: str, requeue: bool = False) -> None:
-        """``requeue``: nak, redelivered now (counts as a delivery toward ``max_deliver``); else term: the
-        message leaves the queue for good."""
+        """``requeue``: nak, redelivered now (counts as a delivery toward ``max_deliver``); else the message
+        leaves the queue for good: to the dead-letter stream (``Channel.dead_letter``)."""
         for msg in self._pop(delivery_tag, False):
             if requeue:
                 msg.nak()
                 self.channel.flush()  # the next get or pull of this thread finds it requeued, as AMQP promises
             else:
-                msg.term("rejected by kombu consumer")
+                self.channel.dead_letter(msg)
         self.channel.room_freed()
 
     def restore_unacked(self) -> list[tuple[BaseException, Msg]]:
@@ -273,10 +273,9 @@ class Channel(virtual.Channel):  # type: ignore[misc]
         self.queues.delete(spec)
 
     def queue_purge(self, queue: str, **kwargs: Any) -> int:
+        """Remove the queue's ready messages; its consumers, and whoever reads them, go on (``Queues.purge``)."""
         self._check_process()
-        spec = self._spec(queue)
-        count, self._specs[queue] = self.queues.purge(spec)
-        return count
+        return self.queues.purge(self._spec(queue))
 
     def _size(self, queue: str) -> int:
         return self.queues.size(self._spec(queue))
@@ -491,6 +490,55 @@ class Channel(virtual.Channel):  # type: ignore[misc]
                 )
             except errors.JetStreamError as exc:
                 log.warning("no dead-letter mover for %s/%s: %s", self.options.stream, consumer.name, exc)
+
+    def dead_letter(self, msg: Msg) -> None:
+        """A message rejected without requeue (any thread): copied to the dead-letter stream, then acked.
+
+        A RabbitMQ queue with a dead-letter exchange dead-letters a rejected message, and that is what a Celery
+        app relies on when it rejects (``Reject(requeue=False)``, ``task_acks_on_failure_or_timeout=False``):
+        the task is kept where an operator finds it. So with ``dead_letters`` on (the default), a durable
+        queue's rejected message goes to ``<stream>_DEAD`` as one given up on after ``max_deliver`` does, with
+        the same headers (``Dead-Letter-Reason: rejected``) and the mover's message id, so that a copy made
+        twice is stored once. It is copied here rather than left to the mover: ``term()`` on an interest stream
+        removes the message before a mover could read it back. Without ``dead_letters``, or for a transient
+        queue (remote-control replies), the message is discarded (``term``), as kombu's Redis transport does.
+        If the copy fails, the message is given back (nak) rather than lost, and the failure logged."""
+        meta = msg.metadata
+        if not self.options.dead_letters or not self._durable_consumer(meta.consumer):
+            msg.term("rejected by kombu consumer")
+            return
+        headers: dict[str, list[str]] = {}
+        for key, value in msg.headers.multi_items() if msg.headers is not None else []:
+            if not key.lower().startswith("nats-"):
+                headers.setdefault(key, []).append(value)
+        seq = meta.sequence.stream
+        headers.update(
+            {
+                "Dead-Letter-Stream": [meta.stream],
+                "Dead-Letter-Consumer": [meta.consumer],
+                "Dead-Letter-Sequence": [str(seq)],
+                "Dead-Letter-Subject": [msg.subject],
+                "Dead-Letter-Deliveries": [str(meta.num_delivered)],
+                "Dead-Letter-Reason": ["rejected"],
+            }
+        )
+        try:
+            ensure_dead_stream(self.js, self.options)
+            self.js.publish(
+                f"{self.options.dead_prefix}.{meta.consumer}",
+                msg.data,
+                headers,
+                msg_id=f"dlq.{meta.stream}.{meta.consumer}.{seq}",
+            )
+        except errors.JetStreamError as exc:
+            log.warning("a rejected message of %s/%s could not be dead-lettered (%s); given back", meta.stream,
+                        meta.consumer, exc)  # fmt: skip
+            _give_back(msg)
+            return
+        msg.ack()
+
+    def _durable_consumer(self, name: str) -> bool:
+        return any(spec.durable for spec in list(self._specs.values()) for _, c in spec.consumers if c.name == name)
 
     def close(self) -> None:
         """Cancel every consume, give back what is unacked, stop the keeper and the dead-letter movers."""

@@ -1,0 +1,78 @@
+"""The kombu transport's own behaviour beyond kombu's suite: a purge that leaves the queue's readers alone, and
+a rejected message that goes to the dead-letter stream. Real nats-server, real kombu connections."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import kombu
+import pytest
+
+import jetstream_sync
+import jetstream_sync.integrations.kombu
+from tests.helpers import wait_until
+
+_numbers = itertools.count()
+
+
+@pytest.fixture
+def options() -> dict[str, Any]:
+    n = next(_numbers)
+    return {"stream": f"KOMBU_T{n}", "prefix": f"kombut{n}"}
+
+
+def _connection(server: Any, options: dict[str, Any]) -> kombu.Connection:
+    return kombu.Connection(f"jetstream://127.0.0.1:{server.port}", transport_options=options)
+
+
+def test_a_purge_leaves_the_queues_readers_consuming(nats_server, options):
+    """AMQP's purge removes the ready messages; the consumer reading the queue goes on (its waiting pull is not
+    ended), keeps the message it holds, and gets what is published after the purge."""
+    received: list[kombu.Message] = []
+    with _connection(nats_server, options) as reader, _connection(nats_server, options) as other:
+        queue = kombu.Queue("work", kombu.Exchange("work", type="direct"), routing_key="work")
+        with reader.Consumer([queue], callbacks=[lambda _body, message: received.append(message)]) as consumer:
+            consumer.qos(prefetch_count=1)
+            producer = other.Producer()
+            for n in range(4):
+                producer.publish({"n": n}, exchange=queue.exchange, routing_key="work", declare=[queue])
+            reader.drain_events(timeout=10)
+            assert [m.payload["n"] for m in received] == [0]
+            assert queue.bind(other).purge() == 3  # 1, 2 and 3 were ready; 0 is held by the reader
+            assert queue.bind(other).queue_declare(passive=True).message_count == 0
+            received[0].ack()
+            with jetstream_sync.connect(nats_server.url) as nc:  # the reader's next pull waits at the server
+                js = nc.jetstream()
+                wait_until(lambda: js.consumer_info(options["stream"], "work").num_waiting == 1, timeout=10)
+            assert queue.bind(other).purge() == 0
+            producer.publish({"n": "after"}, exchange=queue.exchange, routing_key="work")
+            reader.drain_events(timeout=10)  # the purge that deleted the consumer ended the pull: raised here
+            assert [m.payload["n"] for m in received] == [0, "after"]
+            received[1].ack()
+
+
+def test_reject_without_requeue_goes_to_the_dead_letter_stream(nats_server, options):
+    received: list[kombu.Message] = []
+    with _connection(nats_server, options) as conn:
+        queue = kombu.Queue("jobs", kombu.Exchange("jobs", type="direct"), routing_key="jobs")
+        with conn.Consumer([queue], callbacks=[lambda _body, message: received.append(message)]):
+            conn.Producer().publish({"job": 1}, exchange=queue.exchange, routing_key="jobs", declare=[queue])
+            conn.drain_events(timeout=10)
+            received[0].reject(requeue=False)
+            with jetstream_sync.connect(nats_server.url) as nc:
+                js = nc.jetstream()
+                dead = f"{options['stream']}_DEAD"
+                wait_until(lambda: _messages(js, dead) == 1, timeout=10)
+                moved = js.stream(dead).get_last_msg(f"{options['prefix']}-dead.jobs")
+                assert moved.data == received[0].body
+                assert moved.headers["Dead-Letter-Reason"] == "rejected"
+                assert moved.headers["Dead-Letter-Consumer"] == "jobs"
+                assert js.stream_info(options["stream"]).state.messages == 0
+
+
+def _messages(js: jetstream_sync.JetStream, stream: str) -> int:
+    try:
+        return js.stream_info(stream).state.messages
+    except jetstream_sync.errors.StreamNotFoundError:
+        return 0
