@@ -60,6 +60,8 @@ class QoS:
 
     @property
     def prefetch_count(self) -> int:
+        """The channel's prefetch (``basic_qos``); 0 is no limit (the channel still holds at most
+        ``unlimited_prefetch``)."""
         return self.channel.quota.prefetch
 
     @prefetch_count.setter
@@ -75,14 +77,17 @@ class QoS:
         return not prefetch or len(self._delivered) < prefetch
 
     def can_consume_max_estimate(self) -> int | None:
+        """How many more messages may be delivered within the prefetch (None: no limit)."""
         prefetch = self.prefetch_count
         return max(prefetch - len(self._delivered), 0) if prefetch else None
 
     def append(self, delivery_tag: str, msg: Msg) -> None:
+        """A message was delivered to kombu: held, and kept alive, until it is acked or rejected."""
         with self._lock:
             self._delivered[delivery_tag] = msg
 
     def held(self) -> list[Msg]:
+        """The messages delivered and not yet acked (the keeper's thread reads them)."""
         with self._lock:
             return list(self._delivered.values())
 
@@ -100,6 +105,7 @@ class QoS:
             return taken
 
     def ack(self, delivery_tag: str, multiple: bool = False) -> None:
+        """Ack the message (with ``multiple``, every one delivered before it too); any thread."""
         for msg in self._pop(delivery_tag, multiple):
             msg.ack()
         self.channel.room_freed()
@@ -133,6 +139,7 @@ class QoS:
         return failed
 
     def restore_unacked_once(self, stderr: object = None) -> None:
+        """:meth:`restore_unacked`, once per channel (kombu calls it when the channel closes)."""
         if not self._restored:
             self._restored = True
             self.restore_unacked()
@@ -250,6 +257,7 @@ class Channel(virtual.Channel):  # type: ignore[misc]
     def queue_unbind(
         self, queue: str, exchange: str | None = None, routing_key: str = "", arguments: Any = None, **kwargs: Any
     ) -> None:
+        """Unbind: the binding's filter subjects leave the queue's consumers."""
         self._check_process()
         exchange = exchange or ""
         if exchange == "":
@@ -320,6 +328,7 @@ class Channel(virtual.Channel):  # type: ignore[misc]
         return message
 
     def decode_body(self, body: Any, encoding: Any = None) -> Any:
+        """The body as it came: the payload is the body's bytes (no base64 on the wire, see ``_wire``)."""
         return body
 
     def basic_get(self, queue: str, no_ack: bool = False, **kwargs: Any) -> Any:
@@ -615,18 +624,21 @@ class Transport(virtual.Transport):  # type: ignore[misc]
         self.msg_ttl = False
 
     def driver_version(self) -> str:
+        """jetstream_sync's version (kombu reports it as the driver's)."""
         from ... import __version__
 
         return __version__
 
     # -- connection -----------------------------------------------------------------------------------------
     def jetstream(self) -> JetStream:
+        """The JetStream context of this process's client for the connection (connecting first if needed)."""
         if self._js is None:
             self.establish_connection()
         assert self._js is not None
         return self._js
 
     def ensure_streams(self, *, force: bool = False) -> None:
+        """Make the queues' stream again if it is gone (a publish found no stream), or check it."""
         js = self.jetstream()
         ensure_streams(js, self.options, allow_msg_ttl=self.msg_ttl)
 
@@ -641,6 +653,7 @@ class Transport(virtual.Transport):  # type: ignore[misc]
         return super().establish_connection()
 
     def verify_connection(self, connection: Any) -> bool:
+        """Whether the process's client is still open (kombu asks before it reuses a pooled connection)."""
         return self._js is not None and not self._js.client.is_closed
 
     def close_connection(self, connection: Any) -> None:
@@ -708,6 +721,7 @@ class Transport(virtual.Transport):  # type: ignore[misc]
         self.wake()
 
     def on_readable(self, connection: Any, loop: Any) -> None:
+        """The event loop's thread: the pipe was written (a puller received something); deliver it."""
         pipe = self._pipe
         if pipe is not None:
             try:
