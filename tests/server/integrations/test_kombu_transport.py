@@ -76,3 +76,26 @@ def _messages(js: jetstream_sync.JetStream, stream: str) -> int:
         return js.stream_info(stream).state.messages
     except jetstream_sync.errors.StreamNotFoundError:
         return 0
+
+
+def test_two_publishes_of_one_celery_task_id_are_both_delivered_and_a_retry_is_stored_once(nats_server, options):
+    """Celery sends two messages with one task id when a task is replaced (its id goes to the replacement's
+    last task): both must arrive. A publish kombu retries (the same properties dict) is stored once."""
+    with _connection(nats_server, options) as conn:
+        queue = kombu.Queue("tasks", kombu.Exchange("tasks", type="direct"), routing_key="tasks")
+        producer = conn.Producer()
+        for n in range(2):
+            producer.publish({"n": n}, exchange=queue.exchange, routing_key="tasks", declare=[queue],
+                             headers={"id": "same-task-id", "task": "t.replaced", "retries": 0})  # fmt: skip
+        channel = conn.default_channel
+        message = channel.prepare_message(
+            b'{"n": 2}', content_type="application/json", content_encoding="utf-8", properties={"delivery_mode": 2}
+        )
+        channel.basic_publish(message, "tasks", "tasks")
+        channel.basic_publish(message, "tasks", "tasks")  # kombu's retry: the same message, the same properties
+        simple = conn.SimpleQueue(queue)
+        bodies = [simple.get(timeout=10) for _ in range(3)]
+        for each in bodies:
+            each.ack()
+        assert sorted(m.payload["n"] for m in bodies) == [0, 1, 2]
+        assert queue.bind(conn).queue_declare(passive=True).message_count == 0
