@@ -129,12 +129,19 @@ class Quota:
         return limit - self._used() - self._reserved, share
 
     def reserve(self, stopped: threading.Event) -> int:
-        """Room for the next pull (at least 1), waiting until there is some; 0 once ``stopped`` is set."""
+        """Room for the next pull, waiting until there is enough; 0 once ``stopped`` is set.
+
+        Enough is half of what one pull may ask for (the puller's share, at most ``batch``), not one message:
+        a worker that acks one task of eight prefetched still holds seven, so pulling the one freed place at
+        once would cost a pull (a subscription, a request, an unsubscription) per message and gain nothing;
+        pulling four when four are free halves the pulls at a prefetch of 2 and quarters them at 8. With a
+        prefetch of 1 (or a share of 1) every freed place is pulled at once, as before."""
         with self._cond:
             while not stopped.is_set():
                 free, share = self._free()
-                if free > 0:
-                    count = min(free, share, self._batch)
+                most = min(share, self._batch)
+                if free >= max(1, most // 2):
+                    count = min(free, most)
                     self._reserved += count
                     return count
                 self._cond.wait(1.0)  # woken by changed(); the timeout only bounds a missed wake-up

@@ -4,6 +4,7 @@ a rejected message that goes to the dead-letter stream. Real nats-server, real k
 from __future__ import annotations
 
 import itertools
+import threading
 from typing import Any
 
 import kombu
@@ -11,6 +12,7 @@ import pytest
 
 import jetstream_sync
 import jetstream_sync.integrations.kombu
+from jetstream_sync.integrations.kombu._delivery import Quota
 from tests.helpers import wait_until
 
 _numbers = itertools.count()
@@ -99,3 +101,26 @@ def test_two_publishes_of_one_celery_task_id_are_both_delivered_and_a_retry_is_s
             each.ack()
         assert sorted(m.payload["n"] for m in bodies) == [0, 1, 2]
         assert queue.bind(conn).queue_declare(passive=True).message_count == 0
+
+
+def test_a_puller_pulls_when_half_its_share_is_free():
+    """One freed place of a prefetch of 8 is not pulled alone (a pull per message); four are, at once; with a
+    prefetch of 1 the freed place is pulled at once."""
+    used = [7]
+    quota = Quota(lambda: used[0], unlimited=1000, batch=100)
+    quota.set_prefetch(8)
+    quota.joined(1)
+    stopped = threading.Event()
+    got: list[int] = []
+    puller = threading.Thread(target=lambda: got.append(quota.reserve(stopped)))
+    puller.start()
+    puller.join(0.3)
+    assert puller.is_alive() and got == []  # 1 of 8 free: waits
+    used[0] = 4
+    quota.changed()
+    puller.join(5)
+    assert got == [4]
+    quota.release(4)
+    quota.set_prefetch(1)
+    used[0] = 0
+    assert quota.reserve(stopped) == 1
