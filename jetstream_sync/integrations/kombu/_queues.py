@@ -103,7 +103,7 @@ def ensure_dead_stream(js: JetStream, options: Options) -> None:
             js.create_stream(
                 StreamConfig(
                     name=options.dead_stream,
-                    description="kombu messages given up on after max_deliver deliveries",
+                    description="kombu messages given up on after max_deliver deliveries, or rejected",
                     subjects=[f"{options.dead_prefix}.>"],
                     storage=StorageType(options.storage),
                     num_replicas=options.replicas,
