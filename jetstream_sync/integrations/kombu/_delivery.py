@@ -21,7 +21,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 import attrs
@@ -51,12 +51,15 @@ class Delivery:
 
 class Inbox:
     """What the pullers received and kombu has not taken yet: highest rank (priority band) first, then in the
-    order received. Thread-safe; ``wake`` is called after each put (on the puller's thread)."""
+    order received. Thread-safe; ``wake`` is called after each put (on the puller's thread).
 
-    def __init__(self, wake: Callable[[], None]) -> None:
+    ``arrivals`` numbers what is put; the transport gives every channel's inbox the same counter, so that it
+    can hand kombu what arrived first across channels too (:meth:`head`)."""
+
+    def __init__(self, wake: Callable[[], None], arrivals: Iterator[int] | None = None) -> None:
         self._lock = threading.Lock()
         self._heap: list[tuple[int, int, Delivery]] = []
-        self._order = itertools.count()
+        self._order = arrivals if arrivals is not None else itertools.count()
         self._wake = wake
 
     def __len__(self) -> int:
@@ -70,6 +73,11 @@ class Inbox:
     def pop(self) -> Delivery | None:
         with self._lock:
             return heapq.heappop(self._heap)[2] if self._heap else None
+
+    def head(self) -> int | None:
+        """The arrival number of what :meth:`pop` would return next, or None when empty."""
+        with self._lock:
+            return self._heap[0][1] if self._heap else None
 
     def take_reader(self, reader: object) -> list[Delivery]:
         """Remove and return what is waiting for ``reader`` (its consume was cancelled)."""

@@ -15,6 +15,7 @@ A channel belongs to the process that made it: after ``fork()`` the child's komb
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import socket
@@ -79,7 +80,7 @@ class Channel(virtual.Channel):  # type: ignore[misc]
         self.options: Options = connection.options
         self.js: JetStream = connection.jetstream()
         self.queues = Queues(self.js, self.options)
-        self.inbox = Inbox(connection.wake)
+        self.inbox = Inbox(connection.wake, connection.arrivals)
         self.quota = Quota(
             lambda: len(self.inbox) + len(self.qos),
             unlimited=self.options.unlimited_prefetch,
@@ -307,16 +308,19 @@ class Channel(virtual.Channel):  # type: ignore[misc]
     def _on_puller_failure(self, puller: Puller, exc: BaseException) -> None:
         self.connection.fail(exc)
 
-    def deliver_ready(self) -> int:
-        """The consuming thread: hand kombu what the inbox holds, within the prefetch; returns the count."""
+    def deliver_ready(self, most: int | None = None) -> int:
+        """The consuming thread: hand kombu what the inbox holds (at most ``most`` taken from it), within the
+        prefetch; returns the count delivered."""
         if self._starting:
             deadline = time.monotonic() + _FIRST_PULL_WAIT
             for puller in self._starting:
                 puller.first_done.wait(max(0.0, deadline - time.monotonic()))
             self._starting.clear()
         delivered = 0
-        while self.qos.can_consume():
+        taken = 0
+        while self.qos.can_consume() and (most is None or taken < most):
             delivery = self.inbox.pop()
+            taken += 1
             if delivery is None:
                 break
             reader = delivery.reader
@@ -525,6 +529,7 @@ class Transport(virtual.Transport):  # type: ignore[misc]
         self._failure: BaseException | None = None
         self._js: JetStream | None = None
         self.msg_ttl = False
+        self.arrivals = itertools.count()  # numbers what every channel's inbox receives (see _deliver_all)
 
     def driver_version(self) -> str:
         """jetstream_sync's version (kombu reports it as the driver's)."""
@@ -594,7 +599,21 @@ class Transport(virtual.Transport):  # type: ignore[misc]
             raise failure
 
     def _deliver_all(self) -> int:
-        return sum(channel.deliver_ready() for channel in list(self.channels))
+        """Hand kombu what arrived on any channel, in the order it arrived across channels.
+
+        Celery's worker reads tasks on one channel and remote control on another: a revoke broadcast just
+        before a task must reach the worker first, or the task runs (Celery's
+        ``test_revoked_by_headers_complex_canvas`` found that when channels were served one after the other)."""
+        channels = list(self.channels)
+        if len(channels) < 2:
+            return sum(channel.deliver_ready() for channel in channels)
+        delivered = 0
+        while True:
+            heads = [(head, n) for n, channel in enumerate(channels)
+                     if (head := channel.inbox.head()) is not None and channel.qos.can_consume()]  # fmt: skip
+            if not heads:
+                return delivered
+            delivered += channels[min(heads)[1]].deliver_ready(most=1)
 
     def drain_events(self, connection: Any, timeout: float | None = None, **kwargs: Any) -> None:
         """Deliver what arrived on any channel, waiting up to ``timeout`` for something (socket.timeout then)."""

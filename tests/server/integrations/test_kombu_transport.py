@@ -124,3 +124,26 @@ def test_a_puller_pulls_when_half_its_share_is_free():
     quota.set_prefetch(1)
     used[0] = 0
     assert quota.reserve(stopped) == 1
+
+
+def test_what_arrived_first_on_any_channel_is_delivered_first(nats_server, options):
+    """Celery's worker reads tasks on one channel and remote control (a revoke) on another of the same
+    connection: what arrived first is handed to kombu first, whichever channel was opened first."""
+    received: list[str] = []
+    with _connection(nats_server, options) as conn, _connection(nats_server, options) as other:
+        tasks = kombu.Queue("tasks", kombu.Exchange("tasks", type="direct"), routing_key="tasks")
+        control = kombu.Queue("control", kombu.Exchange("control", type="direct"), routing_key="control")
+        first, second = conn.channel(), conn.channel()
+        callback = lambda body, message: (received.append(body["q"]), message.ack())  # noqa: E731
+        with (
+            kombu.Consumer(first, [tasks], callbacks=[callback]),
+            kombu.Consumer(second, [control], callbacks=[callback]),
+        ):
+            producer = other.Producer()
+            producer.publish({"q": "control"}, exchange=control.exchange, routing_key="control", declare=[control])
+            wait_until(lambda: len(second.inbox) == 1, timeout=10)  # arrived before the task is published
+            producer.publish({"q": "tasks"}, exchange=tasks.exchange, routing_key="tasks", declare=[tasks])
+            wait_until(lambda: len(first.inbox) == 1, timeout=10)
+            while len(received) < 2:
+                conn.drain_events(timeout=10)
+            assert received == ["control", "tasks"]
