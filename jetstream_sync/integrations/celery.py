@@ -339,8 +339,11 @@ class ResultBackend(KeyValueStoreBackend):  # type: ignore[misc]
         READY_STATES: frozenset[str] = states.READY_STATES,
     ) -> Any:
         """Yield ``(task_id, meta)`` as each task is ready: the ready ones now, the others as they are written.
-        ``timeout`` (seconds) raises Celery's TimeoutError; ``on_interval`` is called every ``interval`` seconds
-        meanwhile (Celery's chord joins use it).
+        ``timeout`` (seconds) raises Celery's TimeoutError; ``on_interval`` is called after every wait, at
+        least every ``interval`` seconds, and also when a notice ended the wait, before its result is yielded.
+        Celery's ``AsyncResult.get()`` checks the task's parents there: a chord whose header task failed
+        raises the header's exception, not the ``ChordError`` stored on the body a moment later (Celery's
+        Redis backend does the same; its ``test_error_propagates_to_chord_from_*`` cases expect it).
 
         How a waiter learns of a write: it subscribes to the keys' notices (:meth:`set` publishes one once the
         value is stored), makes sure the server has the subscription (a flush), and only then reads the keys;
@@ -381,8 +384,10 @@ class ResultBackend(KeyValueStoreBackend):  # type: ignore[misc]
                 try:
                     msg = notices.next_msg(timeout=max(0.01, wait))
                 except errors.TimeoutError:
-                    if on_interval is not None:
-                        on_interval()
+                    msg = None
+                if on_interval is not None:
+                    on_interval()  # after every wait, a notice too, as Celery's Redis backend calls it (see below)
+                if msg is None:
                     continue
                 noticed = by_key.get(msg.subject[len(prefix) :])
                 if noticed is None or noticed not in ids:

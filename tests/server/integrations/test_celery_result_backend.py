@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from celery import Celery, states
+from celery.exceptions import ChordError
 
 import jetstream_sync
 import jetstream_sync.integrations.celery as celery_integration
@@ -95,3 +96,38 @@ def test_a_group_waits_for_every_result(backend):
     got = dict(backend.get_many(ids, timeout=10))
     writer.join()
     assert {task_id: meta["result"] for task_id, meta in got.items()} == {t: n for n, t in enumerate(ids)}
+
+
+class HeaderFailed(Exception):
+    """The failure of a chord's header task in the test below."""
+
+
+def test_a_get_woken_by_a_notice_checks_the_parents_first(backend, monkeypatch):
+    """A chord whose header task fails stores the failure, then a ChordError on the body, a moment apart. A
+    ``get()`` on the body woken by the body's notice checks the parents (Celery's ``on_interval``) before it
+    returns, so it raises the header's exception, as with Celery's Redis backend."""
+    app = backend.app
+    header = app.AsyncResult("header-1")
+    body = app.AsyncResult("body-1", parent=header)
+    waiting = threading.Event()
+    read_ready = backend._read_ready
+
+    def read_then_tell(*args: Any) -> Any:
+        found = read_ready(*args)
+        waiting.set()  # subscribed and read: what is stored from now on is noticed
+        return found
+
+    monkeypatch.setattr(backend, "_read_ready", read_then_tell)
+
+    def fail_header_then_body() -> None:
+        waiting.wait(10)
+        backend.mark_as_failure("header-1", HeaderFailed("the header"))
+        backend.mark_as_failure("body-1", ChordError("Dependency header-1 raised HeaderFailed('the header')"))
+
+    writer = threading.Thread(target=fail_header_then_body)
+    writer.start()
+    try:
+        with pytest.raises(HeaderFailed):
+            body.get(timeout=10, interval=5)  # the interval alone would not call on_interval in time
+    finally:
+        writer.join()
