@@ -31,20 +31,21 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableSet
 from typing import Any
 
 from celery import Celery, signals, states
 from celery.app import backends as celery_backends
 from celery.backends.base import KeyValueStoreBackend
 from celery.exceptions import TimeoutError as CeleryTimeoutError
+from kombu.utils.encoding import bytes_to_str
 from kombu.utils.url import parse_url
 
 from .. import errors
 from ..client import Client
 from ..jetstream import JetStream as JetStreamContext
 from ..jetstream.kv import KeyValue
-from ..models import KeyValueConfig, KeyValueOp, StorageType
+from ..models import KeyValueConfig, StorageType
 from . import kombu as _kombu  # noqa: F401 - importing it registers the jetstream:// broker scheme
 from ._clients import close_process_clients, process_client
 from ._connection import ConnectionSettings, redacted
@@ -102,6 +103,16 @@ def _close_clients(**_: Any) -> None:
     close_process_clients()
 
 
+#: the errors after which a store or read may be tried again (``exception_safe_to_retry``)
+_RETRYABLE = (
+    errors.NotConnectedError,
+    errors.TimeoutError,
+    errors.NoServersError,
+    errors.NoRespondersError,
+    errors.ClusterUnavailableError,
+)
+#: how often a waiting get() reads its keys again, in case a result's notice did not come (see get_many)
+REREAD = 5.0
 #: how many times an increment that lost a compare-and-set race is tried again
 _INCR_TRIES = 50
 #: the backend options of ``result_backend_transport_options`` (the connection keys in lower case pass too)
@@ -120,8 +131,8 @@ class ResultBackend(KeyValueStoreBackend):  # type: ignore[misc]
       ``bucket``, ``replicas``, ``storage`` for the bucket.
     - **Expiry**: each result is written with a per-key TTL of ``result_expires`` (nats-server 2.11+; before,
       the bucket's TTL is ``result_expires`` for all keys); a chord's parts keep theirs until the chord is done.
-    - **Waiting**: ``AsyncResult.get()`` and a group's ``join_native`` watch the keys (a KV watch: the
-      server pushes each change), so a result reaches the waiter as it is written, not on the next poll.
+    - **Waiting**: ``AsyncResult.get()`` and a group's ``join_native`` are woken by the write itself (a notice
+      the writer publishes once the value is stored), not by polling; see :meth:`get_many`.
     - **Chords**: the counter of finished header tasks is incremented with compare-and-set (the revision of
       the key), so two parts finishing at once both count and exactly one of them runs the body.
     - Results are readable by any process connected to the same account: another worker, a web process.
@@ -152,6 +163,13 @@ class ResultBackend(KeyValueStoreBackend):  # type: ignore[misc]
 
     def __reduce__(self, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
         return super().__reduce__(args, {**(kwargs or {}), "url": self.url})
+
+    def exception_safe_to_retry(self, exc: BaseException) -> bool:
+        """Whether Celery may try a failed store or read again (``result_backend_always_retry``): yes for a
+        connection that is down or a server that did not answer in time (a restart, a failover), no for
+        anything the server refused. Celery retries stores, reads, forgets and group saves this way, each of
+        which may be repeated (a result written twice is the same result); not the chord counter."""
+        return isinstance(exc, _RETRYABLE)
 
     def as_uri(self, include_password: bool = False) -> str:
         return redacted(self._settings.servers) if not include_password else ",".join(self._settings.servers)
@@ -202,9 +220,60 @@ class ResultBackend(KeyValueStoreBackend):  # type: ignore[misc]
         return [found[key].value if key in found else None for key in keys]
 
     def set(self, key: str, value: bytes | str) -> None:
-        """Store ``value`` with the TTL of ``result_expires``."""
-        data = value.encode() if isinstance(value, str) else bytes(value)
+        """Store ``value`` with the TTL of ``result_expires``, then tell the waiters (:meth:`_notice`)."""
+        data = _bytes(value)
         self.bucket.put(key, data, ttl=self._ttl(self.expires))
+        self._notice(key, data)
+
+    def _notice(self, key: str, data: bytes) -> None:
+        """Tell the waiters of ``key`` (:meth:`get_many`) its new value: a core publish of the value to
+        ``_celery.<bucket>.<key>``, sent only once the server has stored the value, so that a waiter that
+        subscribed too late for the notice is sure to read the value."""
+        try:
+            self.bucket.jetstream.client.publish(self._notice_subject(key), data)
+        except errors.JetStreamError as exc:  # the waiters read it at their next re-read instead
+            log.debug("result notice for %s not sent: %s", key, exc)
+
+    def _store_result(
+        self, task_id: str, result: Any, state: str, traceback: Any = None, request: Any = None, **kwargs: Any
+    ) -> Any:
+        """Store a task's state, never over a SUCCESS already stored (Celery's rule: a task run twice, after
+        a lost worker or a redelivery, must not overwrite the result of the run that succeeded).
+
+        Celery's key-value backends read the key, then write it: two round trips, and a race between them.
+        Here the first state of a task (the common case: one state per task) is one ``create``, which the
+        server refuses if anything is stored; only then is the stored state read, and replaced with a
+        compare-and-set on its revision, so a SUCCESS written meanwhile is never overwritten either."""
+        meta = self._get_result_meta(result=result, state=state, traceback=traceback, request=request)
+        meta["task_id"] = bytes_to_str(task_id)
+        key = self.get_key_for_task(task_id)
+        data = _bytes(self.encode(meta))
+        bucket = self.bucket
+        ttl = self._ttl(self.expires)
+        for _ in range(_INCR_TRIES):
+            try:
+                bucket.create(key, data, ttl=ttl)
+                break
+            except errors.KeyExistsError:
+                pass
+            try:
+                entry = bucket.get(key)
+            except errors.KeyNotFoundError:
+                continue  # forgotten meanwhile: create it
+            if entry.value and self.decode_result(entry.value)["status"] == states.SUCCESS:
+                return result
+            try:
+                bucket.update(key, data, entry.revision, ttl=ttl)
+                break
+            except errors.KeyWrongLastSequenceError:
+                continue  # written meanwhile: look again
+        else:
+            raise errors.KeyValueError(f"result {key!r}: {_INCR_TRIES} compare-and-set tries lost the race")
+        self._notice(key, data)
+        return result
+
+    def _notice_subject(self, key: str) -> str:
+        return f"_celery.{self.bucket_name}.{key}"
 
     def delete(self, key: str) -> None:
         """Remove ``key`` (``forget()``, a finished chord's counter)."""
@@ -243,7 +312,7 @@ class ResultBackend(KeyValueStoreBackend):  # type: ignore[misc]
         with contextlib.suppress(errors.KeyWrongLastSequenceError):  # written meanwhile, with its own TTL
             bucket.update(key, entry.value, entry.revision, ttl=self._ttl(value))
 
-    # -- waiting on a watch ------------------------------------------------------------------------------
+    # -- waiting for results -------------------------------------------------------------------------------
     def wait_for(
         self,
         task_id: str,
@@ -252,7 +321,7 @@ class ResultBackend(KeyValueStoreBackend):  # type: ignore[misc]
         no_ack: bool = True,
         on_interval: Any = None,
     ) -> Any:
-        """The task's meta once it is ready: from a watch of its key, woken by the write itself."""
+        """The task's meta once it is ready, woken by its write (see :meth:`get_many`)."""
         self._ensure_not_eager()
         for _task_id, meta in self.get_many([task_id], timeout=timeout, interval=interval, on_interval=on_interval):
             return meta
@@ -269,9 +338,20 @@ class ResultBackend(KeyValueStoreBackend):  # type: ignore[misc]
         max_iterations: int | None = None,
         READY_STATES: frozenset[str] = states.READY_STATES,
     ) -> Any:
-        """Yield ``(task_id, meta)`` as each task is ready: the ready ones now, the others as a watch of their
-        keys sees them written. ``timeout`` (seconds) raises Celery's TimeoutError; ``on_interval`` is called
-        every ``interval`` seconds meanwhile (Celery's chord joins use it)."""
+        """Yield ``(task_id, meta)`` as each task is ready: the ready ones now, the others as they are written.
+        ``timeout`` (seconds) raises Celery's TimeoutError; ``on_interval`` is called after every wait, at
+        least every ``interval`` seconds, and also when a notice ended the wait, before its result is yielded.
+        Celery's ``AsyncResult.get()`` checks the task's parents there: a chord whose header task failed
+        raises the header's exception, not the ``ChordError`` stored on the body a moment later (Celery's
+        Redis backend does the same; its ``test_error_propagates_to_chord_from_*`` cases expect it).
+
+        How a waiter learns of a write: it subscribes to the keys' notices (:meth:`set` publishes one once the
+        value is stored), makes sure the server has the subscription (a flush), and only then reads the keys;
+        so a value is either read or noticed, never missed. This costs one SUB line and a read, where a KV
+        watch would have the server make and delete a consumer for every ``get()`` (measured: that took longer
+        than the whole task round trip). A notice can still fail to come (a worker that lost its connection
+        after storing, a cluster that had not yet spread the subscription): the keys are read again every
+        :data:`REREAD` seconds while waiting, so such a result arrives late rather than never."""
         ids = {str(t) for t in task_ids}
         for task_id in list(ids):
             cached = self._cache.get(task_id)
@@ -282,39 +362,61 @@ class ResultBackend(KeyValueStoreBackend):  # type: ignore[misc]
             return
         deadline = None if timeout is None else time.monotonic() + timeout
         by_key = {self.get_key_for_task(t): t for t in ids}
-        filters = list(by_key) if len(by_key) <= 256 else [">"]
-        with self.bucket.watch(filters, updates_only=True) as watcher:  # before the read: no write is missed
-            keys = list(by_key)
-            ready = self._mget_to_results(self.mget(keys), [by_key[k] for k in keys], READY_STATES)
-            for task_id, meta in ready.items():
-                self._cache[task_id] = meta
-                ids.discard(task_id)
-                if on_message is not None:
-                    on_message(meta)
-                yield task_id, meta
+        client = self.bucket.jetstream.client
+        prefix = self._notice_subject("")
+        notices = client.subscribe(prefix + (next(iter(by_key)) if len(by_key) == 1 else ">"))
+        try:
+            client.flush()
+            reread = 0.0
             while ids:
-                left = None if deadline is None else deadline - time.monotonic()
+                now = time.monotonic()
+                if now >= reread:  # first the read that follows the subscription; then the safety re-reads
+                    reread = now + REREAD
+                    for task_id, meta in self._read_ready(by_key, ids, READY_STATES):
+                        if on_message is not None:
+                            on_message(meta)
+                        yield task_id, meta
+                    continue
+                left = None if deadline is None else deadline - now
                 if left is not None and left <= 0:
                     raise CeleryTimeoutError(f"Operation timed out ({timeout})")
-                wait = interval if left is None else min(interval, left)
+                wait = min(interval, reread - now) if left is None else min(interval, left, reread - now)
                 try:
-                    entry = watcher.next(timeout=max(0.01, wait))
+                    msg = notices.next_msg(timeout=max(0.01, wait))
                 except errors.TimeoutError:
-                    if on_interval is not None:
-                        on_interval()
+                    msg = None
+                if on_interval is not None:
+                    on_interval()  # after every wait, a notice too, as Celery's Redis backend calls it (see below)
+                if msg is None:
                     continue
-                if entry is None or entry.operation is not KeyValueOp.PUT or entry.key not in by_key:
-                    continue
-                task_id = by_key[entry.key]
-                if task_id not in ids:
-                    continue
-                meta = self.decode_result(entry.value)
+                noticed = by_key.get(msg.subject[len(prefix) :])
+                if noticed is None or noticed not in ids:
+                    continue  # another key (a wildcard subscription), or one already ready
+                meta = self.decode_result(msg.data)
                 if meta["status"] in READY_STATES:
-                    self._cache[task_id] = meta
-                    ids.discard(task_id)
+                    self._cache[noticed] = meta
+                    ids.discard(noticed)
                     if on_message is not None:
                         on_message(meta)
-                    yield task_id, meta
+                    yield noticed, meta
+        finally:
+            with contextlib.suppress(errors.JetStreamError):  # closed or disconnected: nothing left to end
+                notices.unsubscribe()
+
+    def _read_ready(self, by_key: dict[str, str], ids: MutableSet[str], ready_states: frozenset[str]) -> list[Any]:
+        """Read the keys of the tasks in ``ids`` (one read for one key); the ready ones are taken out of
+        ``ids`` and returned as ``(task_id, meta)``."""
+        keys = [k for k, t in by_key.items() if t in ids]
+        values = [self.get(keys[0])] if len(keys) == 1 else self.mget(keys)
+        ready = self._mget_to_results(values, [by_key[k] for k in keys], ready_states)
+        for task_id, meta in ready.items():
+            self._cache[task_id] = meta
+            ids.discard(task_id)
+        return list(ready.items())
+
+
+def _bytes(value: bytes | str) -> bytes:
+    return value.encode() if isinstance(value, str) else bytes(value)
 
 
 def _backend_settings(url: str | None, options: Mapping[str, Any], app: Celery) -> ConnectionSettings:

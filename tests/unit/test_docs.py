@@ -39,6 +39,7 @@ if HAVE_SPARK:
 PUBLIC_MODULES += [
     "jetstream_sync.integrations.otel",
     "jetstream_sync.integrations.celery",
+    "jetstream_sync.integrations.kombu",
     "jetstream_sync.integrations.flask",
     "jetstream_sync.integrations.django",
     "jetstream_sync.integrations.django.cache",

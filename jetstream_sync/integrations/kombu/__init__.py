@@ -13,7 +13,8 @@ kombu, so ``kombu.Connection("jetstream://127.0.0.1:4222")`` works in a process 
 The layout (one interest-retention stream, a durable consumer per queue, bindings as filter subjects), the
 transport options and what is not supported are in docs/frameworks/celery.md; the modules say why:
 ``_layout`` (subjects and names), ``_queues`` (declarations), ``_delivery`` (pullers, prefetch, keep-alive),
-``_wire`` (the message on the wire), ``_settings`` (connection and options), ``transport`` (kombu's classes).
+``_qos`` (prefetch and unacked messages), ``_wire`` (the message on the wire), ``_settings`` (connection and
+options), ``transport`` (kombu's classes).
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from __future__ import annotations
 from kombu.transport import TRANSPORT_ALIASES
 
 from ._layout import band_of, consumer_name, message_subject
+from ._qos import QoS
 from ._settings import Options
-from .transport import Channel, QoS, Transport
+from .transport import Channel, Transport
 
 __all__ = ["Channel", "Options", "QoS", "Transport", "band_of", "consumer_name", "message_subject"]
 

@@ -21,7 +21,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 import attrs
@@ -51,12 +51,15 @@ class Delivery:
 
 class Inbox:
     """What the pullers received and kombu has not taken yet: highest rank (priority band) first, then in the
-    order received. Thread-safe; ``wake`` is called after each put (on the puller's thread)."""
+    order received. Thread-safe; ``wake`` is called after each put (on the puller's thread).
 
-    def __init__(self, wake: Callable[[], None]) -> None:
+    ``arrivals`` numbers what is put; the transport gives every channel's inbox the same counter, so that it
+    can hand kombu what arrived first across channels too (:meth:`head`)."""
+
+    def __init__(self, wake: Callable[[], None], arrivals: Iterator[int] | None = None) -> None:
         self._lock = threading.Lock()
         self._heap: list[tuple[int, int, Delivery]] = []
-        self._order = itertools.count()
+        self._order = arrivals if arrivals is not None else itertools.count()
         self._wake = wake
 
     def __len__(self) -> int:
@@ -70,6 +73,11 @@ class Inbox:
     def pop(self) -> Delivery | None:
         with self._lock:
             return heapq.heappop(self._heap)[2] if self._heap else None
+
+    def head(self) -> int | None:
+        """The arrival number of what :meth:`pop` would return next, or None when empty."""
+        with self._lock:
+            return self._heap[0][1] if self._heap else None
 
     def take_reader(self, reader: object) -> list[Delivery]:
         """Remove and return what is waiting for ``reader`` (its consume was cancelled)."""
@@ -129,12 +137,19 @@ class Quota:
         return limit - self._used() - self._reserved, share
 
     def reserve(self, stopped: threading.Event) -> int:
-        """Room for the next pull (at least 1), waiting until there is some; 0 once ``stopped`` is set."""
+        """Room for the next pull, waiting until there is enough; 0 once ``stopped`` is set.
+
+        Enough is half of what one pull may ask for (the puller's share, at most ``batch``), not one message:
+        a worker that acks one task of eight prefetched still holds seven, so pulling the one freed place at
+        once would cost a pull (a subscription, a request, an unsubscription) per message and gain nothing;
+        pulling four when four are free halves the pulls at a prefetch of 2 and quarters them at 8. With a
+        prefetch of 1 (or a share of 1) every freed place is pulled at once, as before."""
         with self._cond:
             while not stopped.is_set():
                 free, share = self._free()
-                if free > 0:
-                    count = min(free, share, self._batch)
+                most = min(share, self._batch)
+                if free >= max(1, most // 2):
+                    count = min(free, most)
                     self._reserved += count
                     return count
                 self._cond.wait(1.0)  # woken by changed(); the timeout only bounds a missed wake-up

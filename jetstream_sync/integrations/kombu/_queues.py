@@ -20,6 +20,7 @@ import attrs
 from ... import errors
 from ...jetstream import JetStream
 from ...jetstream.consumers import Consumer
+from ...message import Msg
 from ...models import (
     AckPolicy,
     ConsumerConfig,
@@ -39,6 +40,8 @@ log = logging.getLogger("jetstream_sync.integrations")
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)")
 #: how many times a bind that lost a race with another process's bind is tried again
 _BIND_TRIES = 5
+#: the most one pull of a purge asks for
+_PURGE_BATCH = 256
 #: the metadata keys of a queue's consumer
 META_QUEUE = "kombu.queue"
 META_BINDINGS = "kombu.bindings"
@@ -100,7 +103,7 @@ def ensure_dead_stream(js: JetStream, options: Options) -> None:
             js.create_stream(
                 StreamConfig(
                     name=options.dead_stream,
-                    description="kombu messages given up on after max_deliver deliveries",
+                    description="kombu messages given up on after max_deliver deliveries, or rejected",
                     subjects=[f"{options.dead_prefix}.>"],
                     storage=StorageType(options.storage),
                     num_replicas=options.replicas,
@@ -276,17 +279,47 @@ class Queues:
             with contextlib.suppress(errors.ConsumerNotFoundError):
                 self.js.delete_consumer(self.options.stream, consumer.name)
 
-    def purge(self, spec: QueueSpec) -> tuple[int, QueueSpec]:
-        """Remove the queue's ready messages: its consumers are made again, starting after the last message
-        (a stream cannot purge one consumer's share of messages that other queues may hold too). Returns the
-        count purged and the queue as it is now."""
-        count = self.size(spec)
-        consumers: list[tuple[int | None, Consumer]] = []
-        for band, consumer in spec.consumers:
-            config = consumer.cached_info.config
-            self.delete(QueueSpec(spec.name, [(band, consumer)], spec.bindings, spec.message_ttl))
-            consumers.append((band, self.js.create_consumer(self.options.stream, config)))
-        return count, QueueSpec(spec.name, consumers, spec.bindings, spec.message_ttl)
+    def purge(self, spec: QueueSpec) -> int:
+        """Remove the queue's ready messages (AMQP's ``queue.purge``) and return how many: each consumer of the
+        queue is read with no-wait pulls and what they bring is acked, up to the last message the stream held
+        when the purge began.
+
+        The consumers stay as they are, so a worker consuming the queue meanwhile goes on (deleting and making
+        them again would end its pulls, and lose what was published in between). Messages delivered and not
+        yet acked are not ready and stay with their readers, as in AMQP; a message a worker pulls during the
+        purge is its to run, as if it had been delivered just before. The purge cannot remove a message from
+        the stream for the queue alone (other queues may hold it too): the ack removes it from this queue, and
+        interest retention drops it from the stream once no other queue holds it."""
+        last = self.js.stream_info(self.options.stream).state.last_seq
+        purged = 0
+        for _, consumer in spec.consumers:
+            purged += self._drain(consumer, last)
+        return purged
+
+    def _drain(self, consumer: Consumer, last: int) -> int:
+        count = 0
+        final: Msg | None = None
+        while True:
+            taken = 0
+            with consumer.fetch_no_wait(_PURGE_BATCH) as batch:
+                for msg in batch:
+                    if msg.metadata.sequence.stream > last:  # published after the purge began: not purged
+                        msg.nak()
+                        return count + self._confirm(final)
+                    msg.ack()
+                    final = msg
+                    taken += 1
+            count += taken
+            if taken < _PURGE_BATCH:
+                return count + self._confirm(final)
+
+    @staticmethod
+    def _confirm(final: Msg | None) -> int:
+        """Wait for the server to confirm the last ack (it handles a consumer's acks in order, so the queue's
+        size reads without the purged messages once this returns)."""
+        if final is not None:
+            final.ack_sync()
+        return 0
 
 
 def _ttl_of(config: ConsumerConfig) -> float | None:

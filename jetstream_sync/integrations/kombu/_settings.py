@@ -90,10 +90,12 @@ class Options:
 
     @property
     def dead_stream(self) -> str:
+        """The dead-letter stream: ``<stream>_DEAD``."""
         return f"{self.stream}_DEAD"
 
     @property
     def dead_prefix(self) -> str:
+        """The dead-letter stream's subjects: ``<prefix>-dead.<consumer>``."""
         return f"{self.prefix}-dead"
 
 

@@ -11,8 +11,10 @@ is received; a queue's ``message_ttl`` is checked on receipt only (the server ha
 
 The ``Nats-Msg-Id`` (:func:`message_id`) makes a publish that kombu retries after a connection error (the
 ``retry=True`` of ``Producer.publish``, Celery's ``task_publish_retry``) stored once: it is the message's
-``message_id`` property when the producer set one, else a Celery task's id and retry count, else a fresh id per
-publish (which still makes the client's own retries within one publish safe).
+``message_id`` property when the producer set one, else an id made for the publish and kept in the properties
+dict that kombu passes again to each retry. It is not derived from a Celery task's id: Celery sends more than
+one message with one task id (a task replaced by a canvas hands its id to the canvas's last task), and the
+stream would have dropped the second as a duplicate.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from ...message import Msg
 
 __all__ = [
     "HEADER",
+    "PUBLISH_ID",
     "decode",
     "dumps_bindings",
     "encode",
@@ -43,20 +46,22 @@ __all__ = [
 
 #: the header that carries kombu's content type and encoding, headers and properties
 HEADER = "Kombu-Message"
-#: properties that belong to one delivery, not to the message: made again on each receipt
-_PER_DELIVERY = ("delivery_tag", "delivery_info", "body_encoding")
+#: the property a publish's ``Nats-Msg-Id`` is kept in across kombu's retries of it (never sent)
+PUBLISH_ID = "x-jetstream-publish-id"
+#: properties that belong to one delivery or one publish, not to the message: not sent
+_PER_DELIVERY = ("delivery_tag", "delivery_info", "body_encoding", PUBLISH_ID)
 
 
 def message_id(message: dict[str, Any], exchange: str, routing_key: str) -> str:
-    """The ``Nats-Msg-Id`` of a publish (see the module docstring)."""
-    properties = message.get("properties") or {}
-    explicit = properties.get("message_id")
+    """The ``Nats-Msg-Id`` of a publish (see the module docstring): the message's ``message_id`` property when
+    the producer set one, else an id made for this publish and kept in its properties (:data:`PUBLISH_ID`),
+    which kombu hands again, the same dict, to every retry of the publish."""
+    properties = message.get("properties")
+    explicit = properties.get("message_id") if isinstance(properties, dict) else None
     if explicit:
         return f"kombu:{explicit}"
-    headers = message.get("headers") or {}
-    task_id = headers.get("id") if isinstance(headers, dict) else None
-    if task_id and "task" in headers:  # Celery's task protocol 2: one id per task, a new count per retry
-        return f"celery:{task_id}:{headers.get('retries') or 0}:{exchange}:{routing_key}"
+    if isinstance(properties, dict):
+        return str(properties.setdefault(PUBLISH_ID, f"kombu:{uuid.uuid4().hex}"))
     return f"kombu:{uuid.uuid4().hex}"
 
 

@@ -15,13 +15,13 @@ A channel belongs to the process that made it: after ``fork()`` the child's komb
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import socket
 import threading
 import time
 import uuid
-from collections import OrderedDict
 from typing import Any
 
 from amqp.protocol import queue_declare_ok_t
@@ -36,6 +36,7 @@ from .._clients import process_client
 from . import _wire
 from ._delivery import Delivery, Inbox, Keeper, Puller, Quota
 from ._layout import Binding, band_of, message_subject
+from ._qos import QoS
 from ._queues import Queues, QueueSpec, ensure_dead_stream, ensure_streams, ttl_supported
 from ._settings import Options, connection_settings, options_from
 
@@ -46,96 +47,6 @@ log = logging.getLogger("jetstream_sync.integrations")
 #: how long a consume started on a queue with priority bands waits for each band's first pull before it
 #: delivers, so that a backlog comes out highest band first
 _FIRST_PULL_WAIT = 1.0
-
-
-class QoS:
-    """Prefetch and the messages delivered and not yet acked, by delivery tag. Thread-safe: Celery acks from
-    its pool's result handler thread as well as from the consuming one."""
-
-    def __init__(self, channel: Channel) -> None:
-        self.channel = channel
-        self._lock = threading.Lock()
-        self._delivered: OrderedDict[str, Msg] = OrderedDict()
-        self._restored = False
-
-    @property
-    def prefetch_count(self) -> int:
-        return self.channel.quota.prefetch
-
-    @prefetch_count.setter
-    def prefetch_count(self, value: int) -> None:
-        self.channel.quota.set_prefetch(value)
-
-    def __len__(self) -> int:
-        return len(self._delivered)
-
-    def can_consume(self) -> bool:
-        """Whether one more message may be delivered within the prefetch count."""
-        prefetch = self.prefetch_count
-        return not prefetch or len(self._delivered) < prefetch
-
-    def can_consume_max_estimate(self) -> int | None:
-        prefetch = self.prefetch_count
-        return max(prefetch - len(self._delivered), 0) if prefetch else None
-
-    def append(self, delivery_tag: str, msg: Msg) -> None:
-        with self._lock:
-            self._delivered[delivery_tag] = msg
-
-    def held(self) -> list[Msg]:
-        with self._lock:
-            return list(self._delivered.values())
-
-    def _pop(self, delivery_tag: str, multiple: bool) -> list[Msg]:
-        with self._lock:
-            if not multiple:
-                msg = self._delivered.pop(delivery_tag, None)
-                return [] if msg is None else [msg]
-            taken: list[Msg] = []
-            while self._delivered:
-                tag, msg = self._delivered.popitem(last=False)
-                taken.append(msg)
-                if tag == delivery_tag:
-                    break
-            return taken
-
-    def ack(self, delivery_tag: str, multiple: bool = False) -> None:
-        for msg in self._pop(delivery_tag, multiple):
-            msg.ack()
-        self.channel.room_freed()
-
-    def reject(self, delivery_tag: str, requeue: bool = False) -> None:
-        """``requeue``: nak, redelivered now (counts as a delivery toward ``max_deliver``); else term: the
-        message leaves the queue for good."""
-        for msg in self._pop(delivery_tag, False):
-            if requeue:
-                msg.nak()
-                self.channel.flush()  # the next get or pull of this thread finds it requeued, as AMQP promises
-            else:
-                msg.term("rejected by kombu consumer")
-        self.channel.room_freed()
-
-    def restore_unacked(self) -> list[tuple[BaseException, Msg]]:
-        """Give back every unacked message (nak): redelivered now rather than after the ack wait."""
-        with self._lock:
-            msgs = list(self._delivered.values())
-            self._delivered.clear()
-        failed: list[tuple[BaseException, Msg]] = []
-        for msg in msgs:
-            try:
-                msg.nak()
-            except errors.JetStreamError as exc:  # redelivered after its ack wait anyway
-                failed.append((exc, msg))
-        if failed:
-            log.warning(
-                "%d unacked message(s) could not be given back now; redelivered after the ack wait", len(failed)
-            )
-        return failed
-
-    def restore_unacked_once(self, stderr: object = None) -> None:
-        if not self._restored:
-            self._restored = True
-            self.restore_unacked()
 
 
 _QoSClass = QoS
@@ -169,7 +80,7 @@ class Channel(virtual.Channel):  # type: ignore[misc]
         self.options: Options = connection.options
         self.js: JetStream = connection.jetstream()
         self.queues = Queues(self.js, self.options)
-        self.inbox = Inbox(connection.wake)
+        self.inbox = Inbox(connection.wake, connection.arrivals)
         self.quota = Quota(
             lambda: len(self.inbox) + len(self.qos),
             unlimited=self.options.unlimited_prefetch,
@@ -250,6 +161,7 @@ class Channel(virtual.Channel):  # type: ignore[misc]
     def queue_unbind(
         self, queue: str, exchange: str | None = None, routing_key: str = "", arguments: Any = None, **kwargs: Any
     ) -> None:
+        """Unbind: the binding's filter subjects leave the queue's consumers."""
         self._check_process()
         exchange = exchange or ""
         if exchange == "":
@@ -273,10 +185,9 @@ class Channel(virtual.Channel):  # type: ignore[misc]
         self.queues.delete(spec)
 
     def queue_purge(self, queue: str, **kwargs: Any) -> int:
+        """Remove the queue's ready messages; its consumers, and whoever reads them, go on (``Queues.purge``)."""
         self._check_process()
-        spec = self._spec(queue)
-        count, self._specs[queue] = self.queues.purge(spec)
-        return count
+        return self.queues.purge(self._spec(queue))
 
     def _size(self, queue: str) -> int:
         return self.queues.size(self._spec(queue))
@@ -321,6 +232,7 @@ class Channel(virtual.Channel):  # type: ignore[misc]
         return message
 
     def decode_body(self, body: Any, encoding: Any = None) -> Any:
+        """The body as it came: the payload is the body's bytes (no base64 on the wire, see ``_wire``)."""
         return body
 
     def basic_get(self, queue: str, no_ack: bool = False, **kwargs: Any) -> Any:
@@ -396,16 +308,19 @@ class Channel(virtual.Channel):  # type: ignore[misc]
     def _on_puller_failure(self, puller: Puller, exc: BaseException) -> None:
         self.connection.fail(exc)
 
-    def deliver_ready(self) -> int:
-        """The consuming thread: hand kombu what the inbox holds, within the prefetch; returns the count."""
+    def deliver_ready(self, most: int | None = None) -> int:
+        """The consuming thread: hand kombu what the inbox holds (at most ``most`` taken from it), within the
+        prefetch; returns the count delivered."""
         if self._starting:
             deadline = time.monotonic() + _FIRST_PULL_WAIT
             for puller in self._starting:
                 puller.first_done.wait(max(0.0, deadline - time.monotonic()))
             self._starting.clear()
         delivered = 0
-        while self.qos.can_consume():
+        taken = 0
+        while self.qos.can_consume() and (most is None or taken < most):
             delivery = self.inbox.pop()
+            taken += 1
             if delivery is None:
                 break
             reader = delivery.reader
@@ -492,6 +407,55 @@ class Channel(virtual.Channel):  # type: ignore[misc]
             except errors.JetStreamError as exc:
                 log.warning("no dead-letter mover for %s/%s: %s", self.options.stream, consumer.name, exc)
 
+    def dead_letter(self, msg: Msg) -> None:
+        """A message rejected without requeue (any thread): copied to the dead-letter stream, then acked.
+
+        A RabbitMQ queue with a dead-letter exchange dead-letters a rejected message, and that is what a Celery
+        app relies on when it rejects (``Reject(requeue=False)``, ``task_acks_on_failure_or_timeout=False``):
+        the task is kept where an operator finds it. So with ``dead_letters`` on (the default), a durable
+        queue's rejected message goes to ``<stream>_DEAD`` as one given up on after ``max_deliver`` does, with
+        the same headers (``Dead-Letter-Reason: rejected``) and the mover's message id, so that a copy made
+        twice is stored once. It is copied here rather than left to the mover: ``term()`` on an interest stream
+        removes the message before a mover could read it back. Without ``dead_letters``, or for a transient
+        queue (remote-control replies), the message is discarded (``term``), as kombu's Redis transport does.
+        If the copy fails, the message is given back (nak) rather than lost, and the failure logged."""
+        meta = msg.metadata
+        if not self.options.dead_letters or not self._durable_consumer(meta.consumer):
+            msg.term("rejected by kombu consumer")
+            return
+        headers: dict[str, list[str]] = {}
+        for key, value in msg.headers.multi_items() if msg.headers is not None else []:
+            if not key.lower().startswith("nats-"):
+                headers.setdefault(key, []).append(value)
+        seq = meta.sequence.stream
+        headers.update(
+            {
+                "Dead-Letter-Stream": [meta.stream],
+                "Dead-Letter-Consumer": [meta.consumer],
+                "Dead-Letter-Sequence": [str(seq)],
+                "Dead-Letter-Subject": [msg.subject],
+                "Dead-Letter-Deliveries": [str(meta.num_delivered)],
+                "Dead-Letter-Reason": ["rejected"],
+            }
+        )
+        try:
+            ensure_dead_stream(self.js, self.options)
+            self.js.publish(
+                f"{self.options.dead_prefix}.{meta.consumer}",
+                msg.data,
+                headers,
+                msg_id=f"dlq.{meta.stream}.{meta.consumer}.{seq}",
+            )
+        except errors.JetStreamError as exc:
+            log.warning("a rejected message of %s/%s could not be dead-lettered (%s); given back", meta.stream,
+                        meta.consumer, exc)  # fmt: skip
+            _give_back(msg)
+            return
+        msg.ack()
+
+    def _durable_consumer(self, name: str) -> bool:
+        return any(spec.durable for spec in list(self._specs.values()) for _, c in spec.consumers if c.name == name)
+
     def close(self) -> None:
         """Cancel every consume, give back what is unacked, stop the keeper and the dead-letter movers."""
         if self.closed:
@@ -565,20 +529,24 @@ class Transport(virtual.Transport):  # type: ignore[misc]
         self._failure: BaseException | None = None
         self._js: JetStream | None = None
         self.msg_ttl = False
+        self.arrivals = itertools.count()  # numbers what every channel's inbox receives (see _deliver_all)
 
     def driver_version(self) -> str:
+        """jetstream_sync's version (kombu reports it as the driver's)."""
         from ... import __version__
 
         return __version__
 
     # -- connection -----------------------------------------------------------------------------------------
     def jetstream(self) -> JetStream:
+        """The JetStream context of this process's client for the connection (connecting first if needed)."""
         if self._js is None:
             self.establish_connection()
         assert self._js is not None
         return self._js
 
     def ensure_streams(self, *, force: bool = False) -> None:
+        """Make the queues' stream again if it is gone (a publish found no stream), or check it."""
         js = self.jetstream()
         ensure_streams(js, self.options, allow_msg_ttl=self.msg_ttl)
 
@@ -593,6 +561,7 @@ class Transport(virtual.Transport):  # type: ignore[misc]
         return super().establish_connection()
 
     def verify_connection(self, connection: Any) -> bool:
+        """Whether the process's client is still open (kombu asks before it reuses a pooled connection)."""
         return self._js is not None and not self._js.client.is_closed
 
     def close_connection(self, connection: Any) -> None:
@@ -630,7 +599,21 @@ class Transport(virtual.Transport):  # type: ignore[misc]
             raise failure
 
     def _deliver_all(self) -> int:
-        return sum(channel.deliver_ready() for channel in list(self.channels))
+        """Hand kombu what arrived on any channel, in the order it arrived across channels.
+
+        Celery's worker reads tasks on one channel and remote control on another: a revoke broadcast just
+        before a task must reach the worker first, or the task runs (Celery's
+        ``test_revoked_by_headers_complex_canvas`` found that when channels were served one after the other)."""
+        channels = list(self.channels)
+        if len(channels) < 2:
+            return sum(channel.deliver_ready() for channel in channels)
+        delivered = 0
+        while True:
+            heads = [(head, n) for n, channel in enumerate(channels)
+                     if (head := channel.inbox.head()) is not None and channel.qos.can_consume()]  # fmt: skip
+            if not heads:
+                return delivered
+            delivered += channels[min(heads)[1]].deliver_ready(most=1)
 
     def drain_events(self, connection: Any, timeout: float | None = None, **kwargs: Any) -> None:
         """Deliver what arrived on any channel, waiting up to ``timeout`` for something (socket.timeout then)."""
@@ -660,6 +643,7 @@ class Transport(virtual.Transport):  # type: ignore[misc]
         self.wake()
 
     def on_readable(self, connection: Any, loop: Any) -> None:
+        """The event loop's thread: the pipe was written (a puller received something); deliver it."""
         pipe = self._pipe
         if pipe is not None:
             try:

@@ -26,6 +26,9 @@ app.conf.update(
     result_backend_transport_options={"bucket": os.environ.get("KOMBU_STREAM", "KOMBU").lower() + "_results"},
     task_acks_late=os.environ.get("ACKS_LATE", "1") == "1",
     task_reject_on_worker_lost=os.environ.get("REJECT_ON_LOST", "0") == "1",
+    # a store that meets a server restart is tried again (ResultBackend.exception_safe_to_retry says which)
+    result_backend_always_retry=True,
+    result_backend_max_retries=20,
     worker_prefetch_multiplier=1,
     broker_connection_retry_on_startup=True,
 )
@@ -52,6 +55,13 @@ def mark(name: str, seconds: float = 0.0) -> float:
     time.sleep(seconds)
     _ran(name)
     return time.time()
+
+
+@app.task(name="t.record")
+def record(n: int) -> int:
+    """An idempotent task: each run leaves a file (``rec-<n>.*``); running it twice changes nothing else."""
+    _ran(f"rec-{n}")
+    return n * 2
 
 
 @app.task(name="t.flaky", bind=True, max_retries=3, default_retry_delay=0.2)

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from celery import chord, group
+from celery.result import ResultSet
 
 import jetstream_sync
 from jetstream_sync.integrations._clients import close_process_clients
@@ -206,3 +207,31 @@ def _dead(js: jetstream_sync.JetStream, stream: str) -> int:
         return js.stream_info(stream).state.messages
     except jetstream_sync.errors.StreamNotFoundError:
         return 0
+
+
+@pytest.mark.parametrize(
+    "count",
+    [1000, pytest.param(10_000, marks=[pytest.mark.celery_full, pytest.mark.timeout(1200)])],
+)
+def test_a_server_restart_during_a_run_of_tasks(nats_server_function, tmp_path, count):
+    """nats-server restarted (same port and store) while a prefork worker with acks_late runs ``count``
+    idempotent tasks: every task runs at least once, and every result is there. The default run has 1,000
+    tasks; ``-m celery_full`` runs the 10,000 of the issue."""
+    env = Env(nats_server_function.url, tmp_path, KOMBU_ACK_WAIT="5")
+    try:
+        app = env.app()
+        results = [app.record.delay(n) for n in range(count)]
+        worker = env.worker("w1")
+        wait_until(lambda: len(_recorded(env)) >= count // 4, timeout=300, interval=0.2)
+        assert len(_recorded(env)) < count, "the worker finished before the restart: nothing was tested"
+        nats_server_function.restart()
+        wait_until(lambda: len(_recorded(env)) == count, timeout=900, interval=0.2)
+        assert ResultSet(results).join_native(timeout=300) == [n * 2 for n in range(count)]
+        assert worker.poll() is None, env.log("w1")[-3000:]
+    finally:
+        env.close()
+
+
+def _recorded(env: Env) -> set[str]:
+    """The tasks of test_a_server_restart_during_a_run_of_tasks that ran at least once."""
+    return {entry.name.split(".", 1)[0] for entry in os.scandir(env.runs) if entry.name.startswith("rec-")}
