@@ -28,10 +28,9 @@ if ROOT is not None:
         ROOT, MISSING = None, "Celery's t/integration/tasks.py needs pydantic (the dev extra installs it)"
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    # Celery's suite marks cases flaky(reruns=...) for pytest-rerunfailures, which is not installed here: the
-    # mark is registered so that --strict-markers accepts it, and each case runs once (a rerun would hide a bug).
-    config.addinivalue_line("markers", "flaky(reruns, reruns_delay, cause): pytest-rerunfailures's (runs once here)")
+# Celery's suite marks cases flaky(reruns=...) for pytest-rerunfailures, which is not installed here: setup.cfg
+# registers the mark (Celery's conftest applies it while this module imports it, before any hook of this module
+# could), and each case runs once (a rerun would hide a bug).
 
 
 #: the least time a case of Celery's suite gets: some carry their own ``timeout`` mark, sized for Celery's CI
