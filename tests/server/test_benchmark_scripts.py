@@ -108,3 +108,14 @@ def test_celery_brokers_py_runs_and_checks_every_result():
     assert "command:        python benchmarks/celery_brokers.py --tasks 20" in result.stdout
     assert "| jetstream |" in result.stdout
     assert "| redis |" in result.stdout or "redis: not measured" in result.stdout  # Debian's redis-server, if any
+
+
+def test_celery_round_trip_py_runs_and_reports_the_segments():
+    result = run_script(
+        "celery_round_trip.py", "--round-trips", "5", "--warmup", "2", "--reps", "1", "--only", "jetstream,redis"
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "command:        python benchmarks/celery_round_trip.py --round-trips 5" in result.stdout
+    assert "| round trip (delay() -> get() returns) | " in result.stdout
+    assert "| get(): subscribed -> flushed | " in result.stdout  # the JetStream side's own steps were traced
+    assert "| segment | jetstream | redis |" in result.stdout or "redis: not measured" in result.stdout
