@@ -96,7 +96,7 @@ class Replies:
                 until = min(until, self._last_reply + self._stall)
             try:
                 msg = self._buffer.get(max(0.0, until - now))
-            except (errors.TimeoutError, BufferFinished):
+            except (errors.TimeoutError, BufferFinished):  # the time or the stall ran out, or the request ended
                 break
             if is_no_responders(msg.raw_headers):
                 if self.received:

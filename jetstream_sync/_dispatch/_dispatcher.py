@@ -115,7 +115,7 @@ class Dispatcher:
             while True:
                 try:
                     batch = source.take_many(_TAKE, None)
-                except BufferFinished:
+                except BufferFinished:  # unsubscribed or drained empty: the dispatcher's work is done
                     return
                 except errors.JetStreamError as exc:  # the client closed
                     self.error = exc

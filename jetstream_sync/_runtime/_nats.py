@@ -520,7 +520,7 @@ class NatsConnection(nats.aio.client.Client):
                 try:
                     await asyncio.wait_for(self._wake.wait(), left)
                 except asyncio.TimeoutError:
-                    pass
+                    pass  # the delay ran out (not woken by force_reconnect or close): the next attempt goes now
                 finally:
                     self._wake = None
         if s.uri.scheme in ("ws", "wss") and not self._transport:

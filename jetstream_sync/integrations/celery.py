@@ -211,7 +211,7 @@ class ResultBackend(KeyValueStoreBackend):  # type: ignore[misc]
         """The stored value of ``key``, or None when there is none (never written, expired or forgotten)."""
         try:
             return self.bucket.get(key).value
-        except errors.KeyNotFoundError:
+        except errors.KeyNotFoundError:  # Celery's KeyValueStoreBackend reads None as "no result yet"
             return None
 
     def mget(self, keys: list[str]) -> list[bytes | None]:
@@ -254,7 +254,7 @@ class ResultBackend(KeyValueStoreBackend):  # type: ignore[misc]
             try:
                 bucket.create(key, data, ttl=ttl)
                 break
-            except errors.KeyExistsError:
+            except errors.KeyExistsError:  # a state was stored before: compare-and-set over it below
                 pass
             try:
                 entry = bucket.get(key)
@@ -290,13 +290,13 @@ class ResultBackend(KeyValueStoreBackend):  # type: ignore[misc]
                 try:
                     bucket.create(key, b"1", ttl=self._ttl(self.chord_expires))
                     return 1
-                except errors.KeyExistsError:
+                except errors.KeyExistsError:  # another part of the chord created it meanwhile: read it again
                     continue
             value = int(entry.value or b"0") + 1
             try:
                 bucket.update(key, str(value).encode(), entry.revision, ttl=self._ttl(self.chord_expires))
                 return value
-            except errors.KeyWrongLastSequenceError:
+            except errors.KeyWrongLastSequenceError:  # another part counted meanwhile: read it again
                 continue
         raise errors.KeyValueError(f"chord counter {key!r}: {_INCR_TRIES} compare-and-set tries lost the race")
 
@@ -307,7 +307,7 @@ class ResultBackend(KeyValueStoreBackend):  # type: ignore[misc]
         bucket = self.bucket
         try:
             entry = bucket.get(key)
-        except errors.KeyNotFoundError:
+        except errors.KeyNotFoundError:  # nothing stored (forgotten or expired): no expiry to change
             return
         with contextlib.suppress(errors.KeyWrongLastSequenceError):  # written meanwhile, with its own TTL
             bucket.update(key, entry.value, entry.revision, ttl=self._ttl(value))

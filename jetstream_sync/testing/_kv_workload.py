@@ -281,7 +281,7 @@ class KVWorkload:
             while not crew.finished.is_set():
                 try:
                     entry = watcher.next(timeout=_WATCH_POLL)
-                except JetStreamTimeoutError:
+                except JetStreamTimeoutError:  # nothing new: look at crew.finished again
                     continue
                 if entry is None:
                     continue  # the end of the initial values

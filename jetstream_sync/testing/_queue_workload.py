@@ -167,7 +167,7 @@ class QueueWorkload:
             while not crew.finished.is_set():
                 try:
                     msg = it.next(timeout=_POLL)
-                except JetStreamTimeoutError:
+                except JetStreamTimeoutError:  # nothing new: look at crew.finished again
                     continue
                 self._record(process, reader, "messages", msg)
 

@@ -25,7 +25,7 @@ import pytest
 import jetstream_sync
 from jetstream_sync import errors
 from jetstream_sync.testing import EmbeddedServer
-from tests.helpers import core_round_trip
+from tests.helpers import core_round_trip, wait_until
 
 trustme = pytest.importorskip("trustme", reason="the TLS tests make their certificates with trustme")
 pytest.importorskip("aiohttp", reason="websockets need aiohttp (the websocket extra)")
@@ -154,9 +154,7 @@ def test_socket_factory_connects_through_the_socket_it_returns(nats_server: Embe
         assert nc.request("$JS.API.INFO", timeout=5).data
         assert nc._runtime._nc.gate.bound  # the plain-TCP fast path, direct writes included
         nc.force_reconnect()
-        deadline = time.monotonic() + 10
-        while (nc.reconnects < 1 or not nc.is_connected) and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: nc.reconnects >= 1 and nc.is_connected, timeout=10)
         assert core_round_trip(nc)
     assert dialed[0] == ("nats.internal.invalid", 4222, 2.0, "jetstream-sync-connect")
     assert len(dialed) == 2
@@ -219,9 +217,7 @@ def test_socket_factory_failures_are_typed_and_bounded(unused_port: int) -> None
         jetstream_sync.connect("nats://x:4222", socket_factory=hanging, connect_timeout=0.3)
     assert time.monotonic() - started < 3
     release.set()
-    deadline = time.monotonic() + 5
-    while not (late and late[0].fileno() == -1) and time.monotonic() < deadline:  # a late socket is closed
-        time.sleep(0.01)
+    wait_until(lambda: late and late[0].fileno() == -1, timeout=5)  # a late socket is closed
     assert late and late[0].fileno() == -1
     with pytest.raises(errors.InvalidArgumentError, match="not websockets"):
         jetstream_sync.connect("ws://127.0.0.1:1", socket_factory=refusing)

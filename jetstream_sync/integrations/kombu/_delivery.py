@@ -289,7 +289,7 @@ class Keeper:
                 try:
                     msg.in_progress()
                     self.sent += 1
-                except errors.ForkedClientError:
+                except errors.ForkedClientError:  # the client is another process's: nothing of it to keep alive
                     return
                 except errors.JetStreamError as exc:  # disconnected: the next round tries again
                     log.debug("kombu keep-alive of %s failed: %s", msg.subject, exc)

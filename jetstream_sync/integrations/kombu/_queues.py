@@ -231,7 +231,7 @@ class Queues:
         for band in reversed(self.options.priority_steps):
             try:
                 consumers.append((band, self.js.consumer(self.options.stream, consumer_name(queue, band))))
-            except errors.ConsumerNotFoundError:
+            except errors.ConsumerNotFoundError:  # this band was never declared for the queue
                 continue
         if not consumers:
             return None
@@ -326,5 +326,5 @@ def _ttl_of(config: ConsumerConfig) -> float | None:
     raw = (config.metadata or {}).get(META_TTL)
     try:
         return float(raw) if raw else None
-    except ValueError:
+    except ValueError:  # not written by this transport (edited by hand): the queue is read as having no TTL
         return None

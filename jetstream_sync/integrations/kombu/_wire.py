@@ -72,7 +72,7 @@ def ttl_seconds(message: dict[str, Any]) -> float | None:
         return None
     try:
         return max(0.0, float(raw) / 1000.0)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError):  # not a number of milliseconds: no expiry, as kombu's virtual transports read it
         return None
 
 

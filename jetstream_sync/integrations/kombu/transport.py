@@ -649,7 +649,7 @@ class Transport(virtual.Transport):  # type: ignore[misc]
             try:
                 while os.read(pipe[0], 4096):
                     pass
-            except (BlockingIOError, OSError):
+            except (BlockingIOError, OSError):  # emptied (non-blocking), or closed with the channel: nothing to read
                 pass
         self._raise_failure()
         self._deliver_all()

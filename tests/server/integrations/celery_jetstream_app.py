@@ -52,7 +52,7 @@ def total(numbers: list[int]) -> int:
 def mark(name: str, seconds: float = 0.0) -> float:
     """Runs ``seconds`` long; a file per run, named, is how the tests count runs."""
     _ran(f"start-{name}")
-    time.sleep(seconds)
+    time.sleep(seconds)  # the task's work: a task that takes this long (the tests kill workers during it)
     _ran(name)
     return time.time()
 

@@ -66,7 +66,7 @@ def test_a_result_without_a_notice_is_read_again(backend, monkeypatch):
     key = backend.get_key_for_task("t3")
 
     def put_later() -> None:
-        time.sleep(0.2)
+        time.sleep(0.2)  # the waiter is waiting by then (it has no notice to wait for: the put sends none)
         backend.bucket.put(key, meta.encode() if isinstance(meta, str) else meta)
 
     writer = threading.Thread(target=put_later)

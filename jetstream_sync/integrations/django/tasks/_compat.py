@@ -39,7 +39,7 @@ __all__ = [
 def _framework() -> tuple[str, ModuleType]:
     try:
         return "django.tasks", importlib.import_module("django.tasks")
-    except ImportError:
+    except ImportError:  # Django < 6: the django-tasks backport, next
         pass
     try:
         return "django_tasks", importlib.import_module("django_tasks")

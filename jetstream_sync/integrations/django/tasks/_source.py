@@ -229,7 +229,7 @@ class BandedPull:
         while True:
             try:
                 msg = self._rings.next_msg(wait) if wait > 0 else self._next_ring()
-            except errors.TimeoutError:
+            except errors.TimeoutError:  # no ring within ``wait``: no band has news
                 return
             except (errors.SubscriptionClosedError, errors.ConnectionClosedError):
                 return  # stopped or drained: the caller sees it

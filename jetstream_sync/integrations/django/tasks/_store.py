@@ -143,7 +143,7 @@ def _ensure_stream(js: JetStream, options: TaskOptions, schedules: bool) -> bool
 def _ensure_bucket(js: JetStream, options: TaskOptions) -> KeyValue:
     try:
         return js.key_value(options.results_bucket)
-    except errors.BucketNotFoundError:
+    except errors.BucketNotFoundError:  # the first worker or enqueue of this deployment: created below
         pass
     config = KeyValueConfig(
         bucket=options.results_bucket,
