@@ -77,16 +77,44 @@ class WorkerPool:
                 self._cond.wait(_POLL)
             if self._halted or ended():
                 return False
-            behind = self._behind.get(key) if key is not _NO_KEY else None
-            if behind is not None:
-                behind.append(msg)  # its key is in a worker's hands: that worker runs it next, in order
-            else:
-                if key is not _NO_KEY:
-                    self._behind[key] = deque()  # the key is active from now until its worker runs dry
-                self._ready.append((key, msg))
-            self._waiting += 1
-            self._cond.notify_all()
+            self._enqueue(key, msg)
         return True
+
+    def submit_next(self, held: deque[Msg], ended: Callable[[], bool]) -> Msg | None:
+        """Reader thread: move the first message of ``held`` (the reader's burst) into the pool, waiting while it
+        is full; the message moved, or None (nothing moved) once the consume ended meanwhile or a close emptied
+        the burst. The message leaves ``held`` under the pool's lock: a close empties the burst, then the pool
+        (:meth:`surrender`, the same lock), so it finds the message in one or the other, never in between."""
+        try:
+            first = held[0]
+        except IndexError:
+            return None
+        key = self._key(first)  # the user's key function runs outside the lock
+        with self._cond:
+            while self._waiting >= self._limit and not (self._halted or ended()):
+                self._cond.wait(_POLL)
+            if self._halted or ended():
+                return None
+            try:
+                msg = held.popleft()
+            except IndexError:
+                return None  # a close took the burst meanwhile
+            if msg is not first:
+                key = None  # a close is emptying the burst right now; surrender() takes this one next
+            self._enqueue(key, msg)
+        return msg
+
+    def _enqueue(self, key: object, msg: Msg) -> None:
+        """``_cond`` held: add ``msg`` behind its key's message in hand, or where any idle worker takes it."""
+        behind = self._behind.get(key) if key is not _NO_KEY else None
+        if behind is not None:
+            behind.append(msg)  # its key is in a worker's hands: that worker runs it next, in order
+        else:
+            if key is not _NO_KEY:
+                self._behind[key] = deque()  # the key is active from now until its worker runs dry
+            self._ready.append((key, msg))
+        self._waiting += 1
+        self._cond.notify_all()
 
     def _key(self, msg: Msg) -> object:
         if self._ordered_by is None:
@@ -143,10 +171,23 @@ class WorkerPool:
         """Reader thread, after :meth:`finish` with ``drop_queued``: the messages no worker ran, taken out of the
         pool (the consume gives them back to the server)."""
         with self._cond:
-            left = [msg for _, msg in self._ready]
-            for behind in self._behind.values():
-                left.extend(behind)
-            self._ready.clear()
-            self._behind.clear()
-            self._waiting = 0
+            return self._take_waiting()
+
+    def surrender(self) -> list[Msg]:
+        """The closing thread (the consume's hold, ``DeliverySource.hold``): stop the workers after the message
+        in hand and give up what waits, so it is given back before the connection closes. Never blocks: the
+        lock is only ever held for bookkeeping, not across a handler."""
+        with self._cond:
+            self._halted = True
+            self._cond.notify_all()
+            return self._take_waiting()
+
+    def _take_waiting(self) -> list[Msg]:
+        """``_cond`` held: empty the pool of the messages no worker has taken."""
+        left = [msg for _, msg in self._ready]
+        for behind in self._behind.values():
+            left.extend(behind)
+        self._ready.clear()
+        self._behind.clear()
+        self._waiting = 0
         return left

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Generic, TypeVar
 
 from .. import errors
@@ -27,6 +27,11 @@ class MessageBuffer(Generic[T]):
 
     ``finish(exc)`` lets readers take what is left, then raises ``exc`` (BufferFinished when None);
     ``abort(exc)`` drops what is left and raises ``exc`` at once.
+
+    A reader that takes a burst to hand out one item at a time (an iterator, a consume's thread) keeps it in a
+    deque filled by :meth:`get_many_into` and registers a *hold* (:meth:`hold`) that gives it up: ``abort``
+    returns what the holds give up with what is buffered, so a client closed while a reader holds a burst
+    gives those items back to the server too, instead of leaving them to their ack wait.
     """
 
     def __init__(self, schedule_notify: Callable[[Callable[[], None]], None]) -> None:
@@ -37,6 +42,7 @@ class MessageBuffer(Generic[T]):
         self._end: BaseException | None = None
         self._ended = False
         self._aborted = False
+        self._holds: list[Callable[[], Iterable[T]]] = []  # readers' bursts, surrendered by abort()
 
     def __len__(self) -> int:
         return len(self._items)
@@ -94,8 +100,18 @@ class MessageBuffer(Generic[T]):
                     dropped.append(items.popleft())
                 except IndexError:
                     break
+            for surrender in self._holds:
+                dropped.extend(surrender())
             self._cond.notify_all()
         return dropped
+
+    def hold(self, surrender: Callable[[], Iterable[T]]) -> None:
+        """Any thread: register a reader's hold, a callable that gives up what the reader took from this buffer
+        and has not handed out (its burst, a worker pool's queue). :meth:`abort` calls it under the buffer's
+        lock and returns what it gives with the buffered items; it must not block nor take this buffer's lock
+        (the reader may hold its own lock while it waits here)."""
+        with self._cond:
+            self._holds.append(surrender)
 
     def snapshot(self) -> list[T]:
         """A copy of what is buffered now."""
@@ -116,24 +132,47 @@ class MessageBuffer(Generic[T]):
                 return items.popleft()
             except IndexError:
                 pass
+        deadline = self._deadline(timeout)
+        with self._cond:
+            self._await_items(timeout, deadline)
+            return items.popleft()
+
+    def get_many_into(self, into: deque[T], limit: int, timeout: float | None) -> None:
+        """Move up to ``limit`` items into ``into`` (a reader's burst, given up by its :meth:`hold`), waiting for
+        the first one at most ``timeout`` seconds. The move is made under the buffer's lock, the lock
+        :meth:`abort` takes, so an aborting thread finds each item either here or in ``into``."""
+        items = self._items
+        deadline = self._deadline(timeout)
+        with self._cond:
+            self._await_items(timeout, deadline)
+            moved = 0
+            while items and moved < limit:
+                into.append(items.popleft())
+                moved += 1
+
+    def _deadline(self, timeout: float | None) -> float | None:
         if timeout != 0:
             warn_if_in_event_loop("reading messages (next, fetch, messages, a subscription)")
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._cond:
-            while True:
-                if self._aborted:
-                    self._raise_end()
-                if items:
-                    return items.popleft()
-                if self._ended:
-                    self._raise_end()
-                if deadline is None:
-                    self._cond.wait()
-                else:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        raise errors.TimeoutError(f"no message within {timeout:g}s")
-                    self._cond.wait(remaining)
+        return None if timeout is None else time.monotonic() + timeout
+
+    def _await_items(self, timeout: float | None, deadline: float | None) -> None:
+        """``_cond`` held: return once an item is buffered; raise the end (aborted at once, finished once empty)
+        or TimeoutError past ``deadline``."""
+        items = self._items
+        while True:
+            if self._aborted:
+                self._raise_end()
+            if items:
+                return
+            if self._ended:
+                self._raise_end()
+            if deadline is None:
+                self._cond.wait()
+            else:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise errors.TimeoutError(f"no message within {timeout:g}s")
+                self._cond.wait(remaining)
 
     def get_many(self, limit: int, timeout: float | None) -> list[T]:
         """Up to ``limit`` items, waiting for the first one at most ``timeout`` seconds; one lock for all."""

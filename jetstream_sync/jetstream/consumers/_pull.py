@@ -19,8 +19,8 @@ import asyncio
 import logging
 import threading
 import time
-from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections import Counter, deque
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 from ... import errors
 from ..._protocol import ACK_PREFIX, encode_pub, pending_counts, pull_request, status_of
@@ -634,8 +634,11 @@ class ContinuousPull(_PullEngine):
     def closed(self) -> bool:
         return self.stopped or self.draining
 
-    def take_many(self, limit: int, timeout: float | None) -> list[Msg]:
-        return self.buffer.get_many(limit, timeout)
+    def take_into(self, held: deque[Msg], limit: int, timeout: float | None) -> None:
+        self.buffer.get_many_into(held, limit, timeout)
+
+    def hold(self, surrender: Callable[[], Iterable[Msg]]) -> None:
+        self.buffer.hold(surrender)
 
     def report(self, exc: BaseException) -> None:
         self._report(exc)

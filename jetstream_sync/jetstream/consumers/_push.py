@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 import attrs
 
@@ -381,8 +381,11 @@ class PushEngine:
         """Any thread: over for its reader: stopped, or ended with every received message handed out."""
         return self.halted or (self.buffer.ended and self.delivered >= self.received)
 
-    def take_many(self, limit: int, timeout: float | None) -> list[Msg]:
-        return self.buffer.get_many(limit, timeout)
+    def take_into(self, held: deque[Msg], limit: int, timeout: float | None) -> None:
+        self.buffer.get_many_into(held, limit, timeout)
+
+    def hold(self, surrender: Callable[[], Iterable[Msg]]) -> None:
+        self.buffer.hold(surrender)
 
     def handed_out(self, msg: Msg) -> None:
         self._count_handed_out(1, msg.size)

@@ -14,7 +14,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from datetime import timedelta
 from types import TracebackType
 from typing import Protocol
@@ -73,6 +73,18 @@ class ConsumeStats:
     flow_control_answered: int = 0
 
 
+def _take_out(held: deque[Msg], limit: int | None = None) -> list[Msg]:
+    """Any thread: take up to ``limit`` messages (all by default) out of a reader's burst, one ``popleft`` at a
+    time, so a reader and a closing thread that empty the same deque at once never both take a message."""
+    out: list[Msg] = []
+    while limit is None or len(out) < limit:
+        try:
+            out.append(held.popleft())
+        except IndexError:
+            break
+    return out
+
+
 class BatchSource(Protocol):
     """One bounded delivery (a fetch): it ends by itself when complete, expired or failed."""
 
@@ -108,9 +120,16 @@ class DeliverySource(Protocol):
     def closed(self) -> bool:
         """Stopped or draining: no new pulls."""
 
-    def take_many(self, limit: int, timeout: float | None) -> list[Msg]:
-        """Up to ``limit`` messages, waiting at most ``timeout`` for the first (None: until one comes).
-        Raises BufferFinished at a clean end, TimeoutError, or the JetStreamError that ended the delivery."""
+    def take_into(self, held: deque[Msg], limit: int, timeout: float | None) -> None:
+        """Move up to ``limit`` messages into ``held`` (the reader's burst, registered with :meth:`hold`),
+        waiting at most ``timeout`` for the first (None: until one comes). Raises BufferFinished at a clean
+        end, TimeoutError, or the JetStreamError that ended the delivery."""
+
+    def hold(self, surrender: Callable[[], Iterable[Msg]]) -> None:
+        """Any thread: a reader's hold on messages it took and has not handed out (its burst, a worker pool's
+        queue). When the delivery is aborted (``stop()``, the client closing) the source gives back what
+        ``surrender`` gives up with its own buffer, before the connection closes; ``surrender`` must not
+        block (it runs on the closing thread while the reader may be waiting in :meth:`take_into`)."""
 
     def handed_out(self, msg: Msg) -> None:
         """The reader hands ``msg`` to the user now: it counts as processed for flow control."""
@@ -225,7 +244,12 @@ class MessagesIterator:
     def __init__(self, source: DeliverySource) -> None:
         self._source = source
         self._lock = threading.Lock()
+        # The burst taken from the source and not handed out yet. Popped without the lock: the source's hold
+        # empties it from the closing thread while a reader may hold the lock, so each message goes either to
+        # the user or back to the server, never both and never neither.
         self._taken: deque[Msg] = deque()
+        taken = self._taken
+        source.hold(lambda: _take_out(taken))
         self._fork_guard = ForkGuard()  # in a forked child every entry point raises ForkedClientError
 
     def __enter__(self) -> MessagesIterator:
@@ -258,16 +282,14 @@ class MessagesIterator:
             with self._lock:
                 if source.halted:
                     self._give_back_taken()
-                if self._taken:
-                    batch = list(self._taken)
-                    self._taken.clear()
-                else:
+                if not self._taken:
                     try:
-                        batch = source.take_many(limit, None)
+                        source.take_into(self._taken, limit, None)
                     except BufferFinished:
                         return
-                    if source.halted:
-                        return
+                batch = _take_out(self._taken, limit)
+                if not batch:
+                    continue  # the client closed meanwhile and gave the burst back; the next take raises
                 source.handed_out_many(batch)
             yield batch
 
@@ -281,17 +303,22 @@ class MessagesIterator:
     def _next(self, timeout: float | None) -> Msg:
         self._fork_guard.check()
         source = self._source
+        taken = self._taken
         with self._lock:
-            if source.halted:
-                self._give_back_taken()  # stop() or close: what was taken is not delivered
-            if not self._taken:
+            while True:
+                if source.halted:
+                    self._give_back_taken()  # stop() or close: what was taken is not delivered
+                if not taken:
+                    try:
+                        source.take_into(taken, _TAKE, timeout)
+                    except BufferFinished:
+                        raise errors.IteratorClosedError("the iterator was stopped or drained") from None
                 try:
-                    self._taken.extend(source.take_many(_TAKE, timeout))
-                except BufferFinished:
-                    raise errors.IteratorClosedError("the iterator was stopped or drained") from None
-            msg = self._taken.popleft()
-            source.handed_out(msg)
-            return msg
+                    msg = taken.popleft()
+                except IndexError:
+                    continue  # the client closed meanwhile and gave the burst back; the next take raises
+                source.handed_out(msg)
+                return msg
 
     def stop(self) -> None:
         """End at once; buffered messages are not delivered but given back (nak'd), so the server redelivers
@@ -303,9 +330,9 @@ class MessagesIterator:
 
     def _give_back_taken(self) -> None:
         """``_lock`` held: what this iterator took from the source in its last burst and will not hand out."""
-        if self._taken:
-            self._source.give_back(list(self._taken))
-            self._taken.clear()
+        left = _take_out(self._taken)
+        if left:
+            self._source.give_back(left)
 
     def drain(self) -> None:
         """Stop pulling; iteration delivers what is buffered, then ends."""
@@ -390,32 +417,43 @@ class ConsumeContext:
         return True
 
     def _run(self) -> None:
+        """This consume's thread: take a burst, hand it out one message at a time. The burst and the pool's
+        queue are held (``DeliverySource.hold``), so a client closed meanwhile gives them back too."""
         source = self._source
         pool = self._pool
+        held: deque[Msg] = deque()  # popped without a lock: a close empties it from the closing thread
+        source.hold(lambda: _take_out(held))
+        if pool is not None:
+            source.hold(pool.surrender)
         try:
             while True:
-                try:
-                    batch = source.take_many(_TAKE, None)
-                except BufferFinished:
-                    return
-                except errors.JetStreamError as exc:  # terminal status (already reported) or client closed
-                    self.error = exc
-                    return
-                for at, msg in enumerate(batch):
-                    if source.halted:
-                        source.give_back(batch[at:])
+                if not held:
+                    try:
+                        source.take_into(held, _TAKE, None)
+                    except BufferFinished:
                         return
-                    if pool is None:
-                        source.handed_out(msg)
-                        if not self._call(msg):
-                            source.give_back(batch[at + 1 :])
-                            return
-                        self._handled += 1
-                    else:
-                        if not pool.submit(msg, lambda: source.halted):
-                            source.give_back(batch[at:])
-                            return
-                        source.handed_out(msg)
+                    except errors.JetStreamError as exc:  # terminal status (already reported) or client closed
+                        self.error = exc
+                        return
+                if source.halted:
+                    source.give_back(_take_out(held))
+                    return
+                if pool is None:
+                    try:
+                        msg = held.popleft()
+                    except IndexError:
+                        continue  # the client closed meanwhile and gave the burst back; the next take raises
+                    source.handed_out(msg)
+                    if not self._call(msg):
+                        source.give_back(_take_out(held))
+                        return
+                    self._handled += 1
+                else:
+                    submitted = pool.submit_next(held, lambda: source.halted)
+                    if submitted is None:  # the consume ended, or a close took the burst meanwhile
+                        source.give_back(_take_out(held))
+                        return
+                    source.handed_out(submitted)
         finally:
             if pool is not None:
                 dropped = source.halted or pool.halted

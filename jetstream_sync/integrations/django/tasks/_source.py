@@ -25,7 +25,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 
 from .... import errors
 from ...._runtime._buffer import BufferFinished
@@ -79,6 +80,7 @@ class BandedPull:
         self._cond = threading.Condition(threading.Lock())
         self._in_hand = 0  # tasks handed to the consume and not yet finished or given back
         self._held: dict[int, Msg] = {}  # those tasks' messages, by id, for abandon()
+        self._holds: list[Callable[[], Iterable[Msg]]] = []  # the consume's burst and pool queue, for abandon()
         self._halted = False  # only ever set
         self._closed = False  # only ever set
         self._next_poll = 0.0
@@ -101,7 +103,17 @@ class BandedPull:
     def closed(self) -> bool:
         return self._closed
 
-    def take_many(self, limit: int, timeout: float | None) -> list[Msg]:
+    def take_into(self, held: deque[Msg], limit: int, timeout: float | None) -> None:
+        """Reader thread: up to ``limit`` tasks into ``held``, no more than the free threads, highest band first."""
+        held.extend(self._take(limit, timeout))
+
+    def hold(self, surrender: Callable[[], Iterable[Msg]]) -> None:
+        """The consume's burst and its pool's queue: :meth:`abandon` empties them before it naks what is in
+        hand, so no task it gives back is still handed to a thread afterwards."""
+        with self._cond:
+            self._holds.append(surrender)
+
+    def _take(self, limit: int, timeout: float | None) -> list[Msg]:
         """Reader thread: up to ``limit`` tasks, no more than the free threads, highest band first."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
@@ -182,6 +194,10 @@ class BandedPull:
         run them now instead of after their ack wait; returns how many. Those tasks' threads are left to the
         process's exit; what they write afterwards no longer settles anything (a nak'd message takes no ack)."""
         self.stop()
+        with self._cond:
+            holds = list(self._holds)
+        for surrender in holds:
+            surrender()  # taken out of the consume's hands; each is in _held too, and nak'd below
         with self._cond:
             held = list(self._held.values())
         for msg in held:

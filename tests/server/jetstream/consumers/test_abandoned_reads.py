@@ -12,6 +12,7 @@ redelivered long before that, and that a pull the user left does not take the co
 from __future__ import annotations
 
 import os
+import queue
 import signal
 import threading
 import time
@@ -183,3 +184,54 @@ def test_closing_the_client_gives_back_what_its_reads_buffered(nats_server, js, 
     assert len(rest) == 20 and {m.metadata.num_delivered for m in rest} == {2}
     for m in rest:
         m.ack()
+
+
+def test_closing_the_client_gives_back_the_burst_an_iterator_took(nats_server, js, stream):
+    """An iterator takes up to 256 buffered messages at once and hands them out one by one. Before: a client
+    closed without stop() gave back only what was still buffered; the iterator's burst waited for its ack wait."""
+    cons = work_queue_consumer(stream)
+    publish(js, f"{stream.name}.a", 300)
+    other = jetstream_sync.connect(nats_server.url)
+    it = other.jetstream().consumer(stream.name, "w").messages(max_messages=300)
+    wait_until(lambda: it.stats().buffered == 300)
+    it.next(timeout=5).ack()  # takes a burst of 256 from the buffer, hands out the first
+    other.close()
+    rest = list(cons.fetch(299, expires=5))
+    assert sorted(m.metadata.sequence.stream for m in rest) == list(range(2, 301))
+    for m in rest:
+        m.ack()
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_closing_the_client_gives_back_what_a_consume_took_and_did_not_hand_out(nats_server, js, stream, workers):
+    """A consume's thread holds a burst (and with workers=N, the pool's queue) while handlers work. Before: a
+    client closed meanwhile gave back only the buffer; the rest waited for the ack wait (60 s here)."""
+    cons = work_queue_consumer(stream)
+    publish(js, f"{stream.name}.a", 300)
+    other = jetstream_sync.connect(nats_server.url)
+    in_handler: queue.Queue[int] = queue.Queue()
+    release = threading.Event()
+
+    def handler(msg) -> None:
+        msg.ack()
+        in_handler.put(msg.metadata.sequence.stream)
+        release.wait(30)
+
+    ctx = other.jetstream().consumer(stream.name, "w").consume(handler, max_messages=300, workers=workers)
+    handled = {in_handler.get(timeout=5) for _ in range(workers)}
+    wait_until(lambda: cons.info().num_ack_pending == 300 - workers)  # the rest reached the other client
+    if workers == 1:
+        release.set()  # the next message comes from a burst taken from the full buffer
+        release.clear()
+        handled.add(in_handler.get(timeout=5))
+    closing = threading.Thread(target=other.close)
+    closing.start()
+    try:
+        rest = list(cons.fetch(300 - len(handled), expires=5))
+        assert sorted(m.metadata.sequence.stream for m in rest) == sorted(set(range(1, 301)) - handled)
+        for m in rest:
+            m.ack()
+    finally:
+        release.set()
+        closing.join(10)
+    assert ctx.closed.wait(5)
