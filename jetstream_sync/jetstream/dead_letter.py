@@ -85,6 +85,7 @@ class DeadLetters:
         #: how many messages this mover moved, and how many were already gone from the stream when asked for
         self.moved = 0
         self.missing = 0
+        self._warned_terminated_gone = False  # the WARNING below is said once per mover
         self._js = js
         self._stream = js.stream(stream)  # StreamNotFoundError now, not on the first advisory
         self._stopped = threading.Event()
@@ -196,6 +197,23 @@ class DeadLetters:
             original = self._stream.get_msg(seq)
         except errors.MessageNotFoundError:
             self.missing += 1  # acked meanwhile, removed by limits, or already moved and deleted
+            if isinstance(event, MessageTerminated) and not self._warned_terminated_gone:
+                # A work-queue or interest stream removes a message at term(): the mover can never read it back,
+                # and counting it in ``missing`` alone would lose the job without a word.
+                self._warned_terminated_gone = True
+                log.warning(
+                    "dead letters %s/%s: message %d was terminated and is gone from the stream (a work-queue or "
+                    "interest stream removes a message at term()), so it cannot be dead-lettered; publish it to "
+                    "%r yourself before term() on such a stream (said once; see dlq.missing)",
+                    self.stream_name,
+                    self.consumer,
+                    seq,
+                    self.to,
+                )
+            else:
+                log.debug(
+                    "dead letters %s/%s: message %d is gone from the stream", self.stream_name, self.consumer, seq
+                )
             return
         if isinstance(event, MaxDeliveriesExceeded):
             reason = "max_deliveries"

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 import jetstream_sync
-from jetstream_sync import ConsumerConfig, StreamConfig, errors
+from jetstream_sync import ConsumerConfig, RetentionPolicy, StreamConfig, errors
 from tests.helpers import wait_until
 
 
@@ -137,3 +139,23 @@ def test_bad_arguments_are_refused(js, name, setup):
     with pytest.raises(errors.StreamNotFoundError):
         js.dead_letter("NO_SUCH_STREAM", "worker", to=f"{name}.dead")
     assert list(js.stream_names()) == [name, f"{name}_DLQ"]  # a refused mover created nothing
+
+
+def test_a_message_terminated_on_a_work_queue_stream_is_reported_not_lost_silently(js, name, caplog):
+    """A work-queue stream removes a message at term(): the mover cannot move it. Before, it only counted it in
+    ``missing``; now it says so once at WARNING, naming what to do."""
+    js.create_stream(StreamConfig(name=name, subjects=[f"{name}.jobs.>"], retention=RetentionPolicy.WORK_QUEUE))
+    js.create_stream(StreamConfig(name=f"{name}_DLQ", subjects=[f"{name}.dead"]))
+    consumer = js.stream(name).create_consumer(ConsumerConfig(durable_name="worker", ack_wait=30))
+    for job in (b"one", b"two"):
+        js.publish(f"{name}.jobs.a", job)
+    with (
+        caplog.at_level(logging.WARNING, logger="jetstream_sync"),
+        js.dead_letter(name, "worker", to=f"{name}.dead", durable=False) as dlq,
+    ):
+        consumer.next(timeout=5).term()
+        consumer.next(timeout=5).term()
+        wait_until(lambda: dlq.missing == 2, timeout=10)
+    said = [r.getMessage() for r in caplog.records if "cannot be dead-lettered" in r.getMessage()]
+    assert len(said) == 1 and f"{name}.dead" in said[0]
+    assert dlq.moved == 0
