@@ -21,6 +21,8 @@ from tests.helpers import REPO_ROOT
 PAGE = REPO_ROOT / "docs" / "guides" / "recipes.md"
 #: a recipe is a few seconds' work (the work queue's retries wait 1.5 s); this bounds one that hangs
 TIMEOUT = 60.0
+#: the columns of a code block the site shows without scrolling
+WIDTH = 80
 
 _FENCE = re.compile(r"^```(\w*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 _HEADING = re.compile(r"^## (.+)$", re.MULTILINE)
@@ -69,6 +71,15 @@ def test_the_page_has_a_program_for_every_recipe_the_issue_asks_for() -> None:
     assert len(RECIPES) == 8, [recipe.section for recipe in RECIPES]
     for wanted in ("work queue", "fan-out", "replay", "exactly-once", "request and reply", "cache", "nats-py"):
         assert any(wanted in section.lower() for section in sections), wanted
+
+
+def test_every_line_of_every_program_fits_the_page() -> None:
+    """The site shows about 80 columns of a code block before it scrolls sideways; a recipe is read and copied
+    whole, so none of its lines (and no comment's end) is hidden off the edge."""
+    wide = [
+        f"{recipe.section}: {line!r}" for recipe in RECIPES for line in recipe.code.splitlines() if len(line) > WIDTH
+    ]
+    assert not wide, wide
 
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=[f"{i}-{r.slug}" for i, r in enumerate(RECIPES)])
