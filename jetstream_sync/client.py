@@ -380,6 +380,11 @@ class Client:
 def connect(servers: str | Sequence[str] = DEFAULT_URL, **options: Any) -> Client:
     """Connect to NATS and return a thread-safe :class:`Client` (a context manager).
 
+    ``servers``: one URL (``nats://host:4222``, ``tls://`` for TLS, ``ws://`` or ``wss://`` for websockets, or a
+    bare ``host:port``), a list of them, or a comma-separated string of them (``"nats://a:4222,nats://b:4222"``,
+    as the integrations' ``SERVERS`` setting takes it). Any other scheme, or text that is no URL, raises
+    InvalidServerURLError naming the accepted schemes before any connection attempt.
+
     The keywords are the fields of :class:`ConnectOptions` (name, credentials and their callbacks, TLS,
     websockets, a socket factory, timeouts, the reconnect policy, callbacks, ...), validated there; an unknown
     keyword raises InvalidArgumentError listing the known ones. Every option, with its nats.go and nats.js

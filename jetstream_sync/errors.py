@@ -20,6 +20,7 @@ __all__ = [
     "BucketFullError",
     "BucketNotFoundError",
     "ClusterMemberChangeError",
+    "ClientNotPicklableError",  # from _usage_errors (the import at the end)
     "ClusterUnavailableError",
     "ConnectCallbackError",
     "ConnectionClosedError",
@@ -46,6 +47,7 @@ __all__ = [
     "InvalidArgumentError",
     "InvalidBucketNameError",
     "InvalidKeyError",
+    "InvalidServerURLError",  # from _usage_errors (the import at the end)
     "InvalidObjectNameError",
     "InvalidTypeError",
     "IteratorClosedError",
@@ -662,3 +664,4 @@ def api_error(code: int, err_code: int, description: str) -> APIError:
 
 from ._api_errors import *  # noqa: E402, F403 - the classes of newer err_codes, kept there for this module's size
 from ._subscribe_errors import *  # noqa: E402, F403 - the ADR-15 binding errors, kept there for this module's size
+from ._usage_errors import ClientNotPicklableError, InvalidServerURLError  # noqa: E402 - set-up errors, kept there
