@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from . import errors
 from ._environment import check_environment
 from ._protocol import encode_pub_parts, reply_encoder
-from ._runtime import Runtime, redact_url
+from ._runtime import ProcessLocal, Runtime, redact_url
 from ._validate import (
     MAX_SUBJECT_BYTES,
     check_callable,
@@ -45,7 +45,7 @@ __all__ = ["Client", "connect"]
 log = logging.getLogger("jetstream_sync")
 
 
-class Client:
+class Client(ProcessLocal):
     """A NATS connection usable from any number of threads: ``Client(ConnectOptions(...))`` or :func:`connect`.
 
     Constructing it connects (NoServersError, AuthorizationError or InvalidArgumentError when it cannot;

@@ -14,7 +14,7 @@ import tenacity
 
 from .. import _telemetry, errors
 from .._protocol import Command, reply_encoder
-from .._runtime import RawReply
+from .._runtime import ProcessLocal, RawReply
 from .._validate import (
     check_int,
     check_name,
@@ -75,7 +75,7 @@ __all__ = ["JetStream"]
 log = logging.getLogger("jetstream_sync")
 
 
-class JetStream(KeyValueManager, ObjectStoreManager):
+class JetStream(KeyValueManager, ObjectStoreManager, ProcessLocal):
     """Manage streams and consumers, and publish with acknowledgements. Thread-safe; cheap to create.
 
     ``publish_retry`` is a ``tenacity.Retrying`` deciding how "no responders" (503) is retried by

@@ -23,7 +23,7 @@ import attrs
 
 from .. import errors
 from .._protocol import status_of
-from .._runtime import BufferFinished
+from .._runtime import BufferFinished, ProcessLocal
 from .._validate import check_callable, check_int, check_name, check_queue, check_subject, check_timeout, to_seconds
 from ..message import Msg
 from ..models import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy
@@ -180,7 +180,7 @@ def _create(js: JetStream, stream: str, config: ConsumerConfig) -> ConsumerInfo 
 
 
 # -- push ---------------------------------------------------------------------------------------------------
-class JetStreamSubscription:
+class JetStreamSubscription(ProcessLocal):
     """A push subscription made by ``js.subscribe``: ``next_msg(timeout)`` and iteration, or ``cb`` on its own
     thread. ``unsubscribe()`` and ``drain()`` delete the consumer only if this subscription created it."""
 
@@ -463,7 +463,7 @@ def subscribe(
 
 
 # -- pull ---------------------------------------------------------------------------------------------------
-class PullSubscription:
+class PullSubscription(ProcessLocal):
     """A pull subscription made by ``js.pull_subscribe``: ``fetch(batch, timeout)`` as nats-py's."""
 
     def __init__(self, js: JetStream, stream: str, info: ConsumerInfo, created: bool) -> None:

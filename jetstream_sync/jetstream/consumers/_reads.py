@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ... import _telemetry, errors
-from ..._runtime import Runtime
+from ..._runtime import ProcessLocal, Runtime
 from ..._validate import check_callable, check_int, options_from
 from ...message import Msg
 from ...models import ConsumerConfig, ConsumerInfo, ConsumerPauseState
@@ -45,7 +45,7 @@ def reporter(label: str, handler: ErrorHandler | None, runtime: Runtime) -> Call
     return lambda exc: runtime.run_callback(handler, exc)
 
 
-class ServerConsumerHandle:
+class ServerConsumerHandle(ProcessLocal):
     """A handle on one named consumer. ``cached_info`` is what the last call saw; ``info()`` asks the server."""
 
     def __init__(self, js: JetStream, info: ConsumerInfo) -> None:
@@ -127,7 +127,7 @@ def start_consume(
     return context
 
 
-class FetchCalls(ABC):
+class FetchCalls(ProcessLocal, ABC):
     """``fetch``, ``fetch_bytes`` and ``fetch_no_wait``; the class provides ``_fetch``."""
 
     @abstractmethod
@@ -157,7 +157,7 @@ class FetchCalls(ABC):
         return self._fetch(FetchOptions(max_messages=max_messages, no_wait=True))
 
 
-class PushReads(ABC):
+class PushReads(ProcessLocal, ABC):
     """``messages`` and ``consume`` of a push delivery; the class provides ``_engine``."""
 
     _runtime: Runtime

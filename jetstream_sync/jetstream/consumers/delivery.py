@@ -23,7 +23,7 @@ import attrs
 
 from ... import errors
 from ..._dispatch import WorkerPool
-from ..._runtime import BufferFinished, ForkGuard
+from ..._runtime import BufferFinished, ForkGuard, ProcessLocal
 from ..._validate import check_int, check_timeout
 from ...message import Msg
 from ._progress import ProgressKeeper
@@ -233,7 +233,7 @@ class MessageBatch:
         return f"<MessageBatch {self._source.label} received={self._source.received} done={self._ended}>"
 
 
-class MessagesIterator:
+class MessagesIterator(ProcessLocal):
     """A continuous pull (ADR-37 consume) read by iteration. Use it as a context manager: exit stops it.
 
     ``for msg in it`` blocks until a message comes and ends after ``stop()`` or ``drain()``; a terminal status
@@ -352,7 +352,7 @@ class MessagesIterator:
         return f"<MessagesIterator {self._source.label} {'closed' if self.closed else 'open'}>"
 
 
-class ConsumeContext:
+class ConsumeContext(ProcessLocal):
     """A running consume(): the handler runs serially on this consume's own thread (or, with ``workers=N``, on
     a pool of N threads fed by it; ``_dispatch/_pool.py``).
 

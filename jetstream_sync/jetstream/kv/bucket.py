@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from ... import errors
 from ..._protocol import datetime_from_nanos, stream_position
+from ..._runtime import ProcessLocal
 from ..._validate import check_payload, check_timeout, to_seconds
 from ...message import Msg
 from ...models import DeliverPolicy, StoredMsg, StreamInfo
@@ -53,7 +54,7 @@ _WRONG_LAST = re.compile(r"wrong last sequence: (\d+)")
 _HEADERS_ONLY_WINDOW = 10_000
 
 
-class KeyValue:
+class KeyValue(ProcessLocal):
     """A handle on one bucket. Thread-safe; every call is one or a few requests, nothing is cached but the
     stream's configuration at bind time (and, per client, the revision last seen of each key: see ``read``).
 
