@@ -25,7 +25,7 @@ from ..._validate import check_callable, check_int, options_from
 from ...message import Msg
 from ...models import ConsumerConfig, ConsumerInfo, ConsumerPauseState
 from ...models.cluster import clustered_leader
-from ._progress import ProgressKeeper, progress_keeper
+from ._progress import ProgressKeeper, acks_checked, progress_keeper
 from .delivery import ConsumeContext, DeliverySource, ErrorHandler, MessageBatch, MessagesIterator
 from .options import FetchOptions
 
@@ -107,6 +107,8 @@ def start_consume(
     workers: int,
     ordered_by: Callable[[Msg], Hashable] | None,
     start_source: Callable[[_Source], None] | None = None,
+    *,
+    check_acks: bool = False,
 ) -> ConsumeContext:
     """What every ``consume(handler, workers=, ordered_by=, auto_in_progress=)`` does, pull, push or ordered:
     check the arguments, make the source (only then: a refused call starts nothing), run the context."""
@@ -118,7 +120,7 @@ def start_consume(
     if telemetry is not None:
         handler = telemetry.handler(handler)  # each message processed inside a span (the otel extra)
     source = source_for()
-    context = ConsumeContext(source, handler, progress, workers=workers, ordered_by=ordered_by)
+    context = ConsumeContext(source, handler, progress, workers=workers, ordered_by=ordered_by, check_acks=check_acks)
     if telemetry is not None:
         telemetry.consume_started(context)
     if start_source is not None:
@@ -198,11 +200,20 @@ class PushReads(ProcessLocal, ABC):
         auto_in_progress: bool = False,
         workers: int = 1,
         ordered_by: Callable[[Msg], Hashable] | None = None,
+        deferred_ack: bool = False,
         **kwargs: Any,
     ) -> ConsumeContext:
         """Run ``handler(msg)`` for every message, serially on the consume's own thread, or with ``workers=N``
-        on N threads (``ordered_by``: one key at a time, in order); ``auto_in_progress`` as the pull consume."""
-        progress = progress_keeper(self._runtime, self._ack_config(), auto_in_progress)
+        on N threads (``ordered_by``: one key at a time, in order); ``auto_in_progress`` and ``deferred_ack`` as
+        the pull consume."""
+        config = self._ack_config()
+        progress = progress_keeper(self._runtime, config, auto_in_progress)
+        check_acks = acks_checked(config, deferred_ack)
         return start_consume(
-            lambda: self._start(options, kwargs, error_handler), handler, progress, workers, ordered_by
+            lambda: self._start(options, kwargs, error_handler),
+            handler,
+            progress,
+            workers,
+            ordered_by,
+            check_acks=check_acks,
         )
