@@ -67,3 +67,12 @@ def test_the_flask_setting_refuses_the_same_urls_with_the_same_error(nats_server
     app.config["JETSTREAM_SERVERS"] = f"{nats_server.url},nat://127.0.0.1:4222"
     with pytest.raises(errors.InvalidServerURLError, match=r"\['JETSTREAM_SERVERS'\]: 'nat://127.0.0.1:4222'"):
         JetStream(app)
+
+
+def test_sparks_servers_option_is_read_by_the_same_parser():
+    from jetstream_sync.integrations.spark.options import parse_read_options
+
+    options = parse_read_options({"servers": "nats://a:4222, nats://b:4222", "stream": "S"}, streaming=False)
+    assert options.connection.servers == ("nats://a:4222", "nats://b:4222")
+    with pytest.raises(errors.InvalidServerURLError, match="'http://b:4222' has the scheme 'http'"):
+        parse_read_options({"servers": "nats://a:4222,http://b:4222", "stream": "S"}, streaming=False)
