@@ -13,6 +13,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, NamedTuple
 
 from . import errors
+from ._not_found import named_by_subject
 from .headers import parse_header_block
 
 __all__ = [
@@ -218,7 +219,8 @@ def api_payload(body: dict[str, Any] | None) -> bytes:
 def api_response(data: bytes, what: str) -> dict[str, Any]:
     """A JetStream API response (or PubAck) as a dict; its ``error`` member raised as the matching APIError.
 
-    ``what`` names the source in the JetStreamError raised for a reply that is not a JSON object.
+    ``what`` names the source in the JetStreamError raised for a reply that is not a JSON object; when it is the
+    request's API subject, a not-found error names the stream or consumer it asked for (and how to create it).
     """
     try:
         response = json.loads(data)
@@ -238,7 +240,7 @@ def _api_error(error: object, what: str, data: bytes) -> errors.JetStreamError:
     if isinstance(error, dict):
         code, err_code, description = error.get("code", 0), error.get("err_code", 0), error.get("description", "")
         if _is_code(code) and _is_code(err_code) and isinstance(description, str):
-            return errors.api_error(code, err_code, description)
+            return named_by_subject(errors.api_error(code, err_code, description), what)
     return errors.ProtocolError(f"{what} has an error member of the wrong shape: {data[:200]!r}")
 
 

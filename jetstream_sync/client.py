@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from . import errors
 from ._environment import check_environment
 from ._protocol import encode_pub_parts, reply_encoder
-from ._runtime import Runtime, redact_url
+from ._runtime import ProcessLocal, Runtime, redact_url
 from ._validate import (
     MAX_SUBJECT_BYTES,
     check_callable,
@@ -45,7 +45,7 @@ __all__ = ["Client", "connect"]
 log = logging.getLogger("jetstream_sync")
 
 
-class Client:
+class Client(ProcessLocal):
     """A NATS connection usable from any number of threads: ``Client(ConnectOptions(...))`` or :func:`connect`.
 
     Constructing it connects (NoServersError, AuthorizationError or InvalidArgumentError when it cannot;
@@ -379,6 +379,11 @@ class Client:
 
 def connect(servers: str | Sequence[str] = DEFAULT_URL, **options: Any) -> Client:
     """Connect to NATS and return a thread-safe :class:`Client` (a context manager).
+
+    ``servers``: one URL (``nats://host:4222``, ``tls://`` for TLS, ``ws://`` or ``wss://`` for websockets, or a
+    bare ``host:port``), a list of them, or a comma-separated string of them (``"nats://a:4222,nats://b:4222"``,
+    as the integrations' ``SERVERS`` setting takes it). Any other scheme, or text that is no URL, raises
+    InvalidServerURLError naming the accepted schemes before any connection attempt.
 
     The keywords are the fields of :class:`ConnectOptions` (name, credentials and their callbacks, TLS,
     websockets, a socket factory, timeouts, the reconnect policy, callbacks, ...), validated there; an unknown

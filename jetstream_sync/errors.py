@@ -18,8 +18,9 @@ __all__ = [
     "BatchPublishNotEnabledError",
     "BucketExistsError",
     "BucketFullError",
-    "BucketNotFoundError",
+    "BucketNotFoundError",  # from _not_found (the import at the end)
     "ClusterMemberChangeError",
+    "ClientNotPicklableError",  # from _usage_errors (the import at the end)
     "ClusterUnavailableError",
     "ConnectCallbackError",
     "ConnectionClosedError",
@@ -28,7 +29,7 @@ __all__ = [
     "ConsumerDeletedError",
     "ConsumerExistsError",
     "ConsumerIsQueueBoundError",  # noqa: F405 - from _subscribe_errors (the import at the end)
-    "ConsumerNotFoundError",
+    "ConsumerNotFoundError",  # from _not_found (the import at the end)
     "ConsumerNotQueueError",  # noqa: F405 - from _subscribe_errors (the import at the end)
     "ConsumerOfflineError",  # noqa: F405 - from _api_errors (the import at the end)
     "ConsumerPinnedEvent",
@@ -46,6 +47,7 @@ __all__ = [
     "InvalidArgumentError",
     "InvalidBucketNameError",
     "InvalidKeyError",
+    "InvalidServerURLError",  # from _usage_errors (the import at the end)
     "InvalidObjectNameError",
     "InvalidTypeError",
     "IteratorClosedError",
@@ -101,7 +103,7 @@ __all__ = [
     "StreamConfigError",
     "StreamIdentityMismatchError",
     "StreamNameInUseError",
-    "StreamNotFoundError",
+    "StreamNotFoundError",  # from _not_found (the import at the end)
     "StreamOfflineError",  # noqa: F405 - from _api_errors (the import at the end)
     "StreamReconfigureInProgressError",
     "StreamReplacedError",
@@ -316,16 +318,8 @@ class StreamIdentityMismatchError(APIError):
     a stream that has since been deleted and created anew under the same name."""
 
 
-class StreamNotFoundError(APIError):
-    """The stream does not exist."""
-
-
 class StreamNameInUseError(APIError):
     """A stream with this name exists with a different configuration; use update_stream()."""
-
-
-class ConsumerNotFoundError(APIError):
-    """The consumer does not exist (err_code 10014; 10149 to an update)."""
 
 
 class ConsumerExistsError(APIError):
@@ -531,14 +525,6 @@ class ObjectStoreError(JetStreamError):
     """Base of the errors an object store raises."""
 
 
-class BucketNotFoundError(KeyValueError, ObjectStoreError, StreamNotFoundError):
-    """The bucket's stream (``KV_<bucket>`` or ``OBJ_<bucket>``) does not exist; create the bucket first.
-
-    Raised by both stores, so it is both a :class:`KeyValueError` and an :class:`ObjectStoreError`, and a
-    :class:`StreamNotFoundError` because that is what the server said.
-    """
-
-
 class BucketExistsError(KeyValueError, ObjectStoreError, StreamNameInUseError):
     """A bucket of that name exists with another configuration; use ``update_key_value`` /
     ``update_object_store`` (or the create_or_update form) to change it."""
@@ -661,4 +647,6 @@ def api_error(code: int, err_code: int, description: str) -> APIError:
 
 
 from ._api_errors import *  # noqa: E402, F403 - the classes of newer err_codes, kept there for this module's size
+from ._not_found import BucketNotFoundError, ConsumerNotFoundError, StreamNotFoundError  # noqa: E402
 from ._subscribe_errors import *  # noqa: E402, F403 - the ADR-15 binding errors, kept there for this module's size
+from ._usage_errors import ClientNotPicklableError, InvalidServerURLError  # noqa: E402 - set-up errors, kept there

@@ -109,6 +109,7 @@ class Msg:
         "_acked",
         "_header_block",
         "_headers",
+        "_in_progress",
         "_metadata",
         "_sender",
         "data",
@@ -137,6 +138,7 @@ class Msg:
         self._sender = sender
         self._acked = ack_none
         self._ack_unconfirmed = False  # acked by a coalesced ack() that the server has not confirmed
+        self._in_progress = False  # in_progress() was sent: a consume does not warn that it returned unacked
         if size < 0:
             size = len(subject) + len(reply) + len(data) + (len(raw_headers) if raw_headers else 0)
         #: the size the server counts against max_bytes: subject + reply + headers + payload (ADR-37)
@@ -235,6 +237,7 @@ class Msg:
         if self._acked:
             return
         self._ack_sender().send_ack(self.reply, WPI)
+        self._in_progress = True
 
     def ack_next(
         self, batch: int = 1, *, expires: float | timedelta | None = 5.0, max_bytes: int | None = None

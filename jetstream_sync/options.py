@@ -13,6 +13,7 @@ import os
 import re
 import socket
 import ssl
+import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -21,6 +22,7 @@ import attrs
 from . import errors
 from ._runtime import redact_url
 from ._runtime._auth import split_credentials
+from ._usage_errors import SERVER_SCHEMES
 from ._validate import MAX_INBOX_PREFIX, check_subject, to_seconds
 
 __all__ = [
@@ -72,7 +74,53 @@ def _servers(value: object) -> tuple[str, ...]:
             raise errors.InvalidArgumentError(
                 "servers", f"entry {index} must be a non-empty URL string, got {_shown(server)}"
             )
-    return servers
+    return parse_servers("servers", value)
+
+
+def parse_servers(field: str, value: object) -> tuple[str, ...]:
+    """The server URLs of ``connect(servers=...)`` and of the integrations' ``SERVERS`` setting, checked before
+    any connection attempt: one URL, a comma-separated string of them (``"nats://a:4222,nats://b:4222"``, as an
+    environment variable holds them) or a sequence. ``field`` names the argument in errors (InvalidTypeError,
+    InvalidArgumentError; InvalidServerURLError for a URL no server can have, naming the accepted schemes)."""
+    if isinstance(value, str):
+        entries: list[object] = list(value.split(","))
+    elif isinstance(value, Sequence) and not isinstance(value, (bytes, bytearray)):
+        entries = list(value)
+    else:
+        raise errors.InvalidTypeError(field, f"must be a URL or a list of URLs, got {type(value).__name__}")
+    servers: list[str] = []
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, str):
+            raise errors.InvalidTypeError(field, f"entry {index} must be a URL string, got {type(entry).__name__}")
+        url = entry.strip()
+        if not url:
+            raise errors.InvalidArgumentError(field, f"entry {index} is empty; give URLs such as nats://host:4222")
+        servers.append(_server_url(field, url))
+    if not servers:
+        raise errors.InvalidArgumentError(field, "lists no URL; give at least one, e.g. 'nats://127.0.0.1:4222'")
+    return tuple(servers)
+
+
+def _server_url(field: str, url: str) -> str:
+    """``url`` when a client can connect to it (nats-py's rules: a known scheme, or ``host[:port]`` taken as
+    ``nats://``); otherwise InvalidServerURLError, so that a typo is not reported later as a DNS failure."""
+    scheme, sep, _rest = url.partition("://")
+    shown = redact_url(url)
+    if sep:
+        if scheme.lower() not in SERVER_SCHEMES:
+            raise errors.InvalidServerURLError(field, shown, scheme, f"has the scheme {scheme!r}")
+        return url
+    try:
+        parsed = urllib.parse.urlsplit(f"nats://{url}")
+        valid = bool(parsed.hostname) and not (parsed.path or parsed.query or parsed.fragment)
+        valid = valid and (parsed.port is None or parsed.port > 0)  # .port: ValueError when not a number in range
+    except ValueError:
+        valid = False
+    if not valid:
+        head = url.partition(":")[0]
+        found = head if ":" in url and head.isalpha() else ""
+        raise errors.InvalidServerURLError(field, shown, found, "is not a server URL (no '://' after a scheme?)")
+    return url
 
 
 def _shown(value: object) -> str:

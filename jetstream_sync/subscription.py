@@ -18,7 +18,7 @@ from datetime import timedelta
 
 from . import errors
 from ._dispatch import Dispatcher
-from ._runtime import BufferFinished, MessageBuffer, NatsSubscription, Runtime
+from ._runtime import BufferFinished, MessageBuffer, NatsSubscription, ProcessLocal, Runtime
 from ._validate import check_int, check_timeout
 from .message import Msg
 
@@ -33,7 +33,7 @@ Handler = Callable[[Msg], object]
 log = logging.getLogger("jetstream_sync")
 
 
-class Subscription:
+class Subscription(ProcessLocal):
     """A core NATS subscription (see the module docstring). Made by :meth:`Client.subscribe`.
 
     ``delivered`` counts the messages the server delivered to it (dropped ones included), ``dropped`` those

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ._buffer import BufferFinished, MessageBuffer
 from ._callbacks import CALLBACKS_THREAD_NAME
-from ._fork import ForkGuard, after_fork, check_process
+from ._fork import ForkGuard, ProcessLocal, after_fork, check_process
 from ._future import LightFuture
 from ._mux import RawReply, ReplyHandler
 from ._nats import Handler, NatsSubscription
@@ -28,6 +28,7 @@ __all__ = [
     "LightFuture",
     "MessageBuffer",
     "NatsSubscription",
+    "ProcessLocal",
     "RawReply",
     "ReplyHandler",
     "Runtime",

@@ -32,10 +32,11 @@ import mmap
 import os
 import sys
 from collections.abc import Callable
+from typing import NoReturn, SupportsIndex
 
 from .. import errors
 
-__all__ = ["ForkGuard", "Mark", "after_fork", "check_process"]
+__all__ = ["ForkGuard", "Mark", "ProcessLocal", "after_fork", "check_process"]
 
 log = logging.getLogger("jetstream_sync")
 
@@ -140,3 +141,14 @@ class ForkGuard:
         """Raise ForkedClientError in a process forked after the object was made (by any means)."""
         if not self.mark[0]:
             raise errors.ForkedClientError()
+
+
+class ProcessLocal:
+    """A mixin for the client and every handle that holds it: pickling one (a ``spawn`` process's argument, a
+    ``multiprocessing`` queue, a Spark task's closure) raises ClientNotPicklableError, which says to create one
+    client per process and how, instead of pickle's "cannot pickle 'mmap.mmap' object" about some part of it."""
+
+    __slots__ = ()
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> NoReturn:
+        raise errors.ClientNotPicklableError(f"a jetstream_sync {type(self).__name__}")

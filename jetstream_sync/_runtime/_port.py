@@ -27,7 +27,7 @@ from ._buffer import MessageBuffer
 from ._callbacks import CLOSE_WAIT, CallbackRunner
 from ._connect import ConnectionState, nats_py_keywords
 from ._exit import LIVE
-from ._fork import ForkGuard
+from ._fork import ForkGuard, ProcessLocal
 from ._io import IOLoop
 from ._mux import RawReply, ReplyHandler, ReplyWaiter, RequestMux
 from ._nats import Handler, NatsConnection, NatsSubscription, Nuid
@@ -87,7 +87,7 @@ class _FutureReply:
             self.future.set_exception(exc)
 
 
-class Runtime:
+class Runtime(ProcessLocal):
     """The thread boundary of one client. Thread-safe unless a method says "IO thread"."""
 
     def __init__(self, options: ConnectOptions) -> None:

@@ -26,7 +26,7 @@ from .. import errors
 from .._runtime import redact_url
 from .._validate import to_seconds
 from ..client import Client
-from ..options import ConnectOptions
+from ..options import ConnectOptions, parse_servers
 
 __all__ = ["SETTING_KEYS", "ConnectionSettings", "redacted"]
 
@@ -59,8 +59,6 @@ _SECRET_KEYS = ("PASSWORD", "TOKEN", "CREDENTIALS_DATA")  # kept as given (a sec
 _FILE_KEYS = ("CREDENTIALS", "NKEY_SEED_FILE", "TLS_CA_FILE", "TLS_CERT_FILE", "TLS_KEY_FILE")
 _SECONDS_KEYS = ("CONNECT_TIMEOUT", "TIMEOUT", "RECONNECT_WAIT")
 _BOOL_KEYS = ("TLS_HANDSHAKE_FIRST", "RETRY_ON_FAILED_CONNECT")
-#: URL schemes nats-py connects with; a URL without ``://`` is taken as ``nats://host:port``.
-_SCHEMES = ("nats", "tls", "ws", "wss")
 
 
 def redacted(servers: Sequence[str]) -> str:
@@ -166,7 +164,7 @@ class ConnectionSettings:
             raise errors.InvalidArgumentError(
                 label("SERVERS"), "is required: the NATS URL, e.g. 'nats://127.0.0.1:4222', or a list of URLs"
             )
-        fields: dict[str, object] = {"servers": _servers(label("SERVERS"), values.pop("SERVERS"))}
+        fields: dict[str, object] = {"servers": parse_servers(label("SERVERS"), values.pop("SERVERS"))}
         for key, value in values.items():
             if key in _TEXT_KEYS:
                 fields[key.lower()] = _text(label(key), value, strip=key not in _SECRET_KEYS)
@@ -290,28 +288,3 @@ def _file(field: str, value: object) -> str:
         where = "" if os.path.isabs(path) else f" (relative to the working directory {os.getcwd()!r})"
         raise errors.InvalidArgumentError(field, f"file {path!r} does not exist{where}; give an existing file")
     return path
-
-
-def _servers(field: str, value: object) -> tuple[str, ...]:
-    if isinstance(value, str):
-        entries: list[object] = list(value.split(","))
-    elif isinstance(value, Sequence) and not isinstance(value, (bytes, bytearray)):
-        entries = list(value)
-    else:
-        raise errors.InvalidTypeError(field, f"must be a URL or a list of URLs, got {type(value).__name__}")
-    servers: list[str] = []
-    for index, entry in enumerate(entries):
-        if not isinstance(entry, str):
-            raise errors.InvalidTypeError(field, f"entry {index} must be a URL string, got {type(entry).__name__}")
-        url = entry.strip()
-        if not url:
-            raise errors.InvalidArgumentError(field, f"entry {index} is empty; give URLs such as nats://host:4222")
-        scheme, sep, _rest = url.partition("://")
-        if sep and scheme.lower() not in _SCHEMES:
-            raise errors.InvalidArgumentError(
-                field, f"{redact_url(url)!r} has the scheme {scheme!r}; use one of {', '.join(_SCHEMES)}"
-            )
-        servers.append(url)
-    if not servers:
-        raise errors.InvalidArgumentError(field, "lists no URL; give at least one, e.g. 'nats://127.0.0.1:4222'")
-    return tuple(servers)

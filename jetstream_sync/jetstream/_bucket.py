@@ -52,7 +52,7 @@ def _bucket_gone(
     """The BucketNotFoundError a missing stream of ``bucket`` stands for (already one: as is)."""
     if isinstance(exc, errors.BucketNotFoundError):
         return exc
-    gone = errors.BucketNotFoundError(exc.code, exc.err_code, f"bucket {bucket!r} {state}")
+    gone = errors.BucketNotFoundError(exc.code, exc.err_code, f"bucket {bucket!r} {state}", exc.stream, bucket)
     gone.__cause__ = exc
     return gone
 
@@ -86,7 +86,9 @@ def bucket_stream_info(js: JetStream, prefix: str, bucket: str) -> StreamInfo:
     try:
         return js.stream_info(prefix + bucket)
     except errors.StreamNotFoundError as exc:
-        raise errors.BucketNotFoundError(exc.code, exc.err_code, f"bucket {bucket!r} not found") from exc
+        raise errors.BucketNotFoundError(
+            exc.code, exc.err_code, f"bucket {bucket!r} not found", prefix + bucket, bucket
+        ) from exc
 
 
 def create_bucket_stream(js: JetStream, bucket: str, config: StreamConfig) -> StreamInfo:
@@ -106,7 +108,9 @@ def update_bucket_stream(js: JetStream, bucket: str, config: StreamConfig) -> St
     try:
         return js.update_stream(config).cached_info
     except errors.StreamNotFoundError as exc:
-        raise errors.BucketNotFoundError(exc.code, exc.err_code, f"bucket {bucket!r} not found") from exc
+        raise errors.BucketNotFoundError(
+            exc.code, exc.err_code, f"bucket {bucket!r} not found", config.name, bucket
+        ) from exc
     except errors.StreamConfigError as exc:
         raise errors.StreamConfigError(
             exc.code, exc.err_code, f"bucket {bucket!r} cannot take this configuration: {exc.description}"

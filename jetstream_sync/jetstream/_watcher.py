@@ -20,7 +20,7 @@ from types import TracebackType
 from typing import Any, Generic, TypeVar
 
 from .. import errors
-from .._runtime import ForkGuard
+from .._runtime import ForkGuard, ProcessLocal
 from .._validate import check_timeout
 from ..message import Msg
 from ._bucket import WATCH_EXPIRES, raise_for_bucket
@@ -35,7 +35,7 @@ Item = TypeVar("Item")
 Watcher = TypeVar("Watcher", bound="BucketWatcher[Any]")
 
 
-class BucketWatcher(ABC, Generic[Item]):
+class BucketWatcher(ProcessLocal, ABC, Generic[Item]):
     """The iteration, timeouts, initial-values marker and lifetime of a watcher over ``consumer``.
 
     ``what`` names the bucket in messages ("bucket 'flags'", "object store 'reports'"). With ``updates_only``

@@ -15,7 +15,7 @@ import tenacity
 
 from .. import _telemetry, errors
 from .._protocol import api_payload, api_response, reply_encoder
-from .._runtime import RawReply, Runtime
+from .._runtime import ProcessLocal, RawReply, Runtime
 from .._validate import check_int, check_timeout, prepare_message
 from ..client import Client
 from ._features import API_LEVEL_HEADER, require_api_level
@@ -37,7 +37,7 @@ class _Ignore:
 _IGNORE = _Ignore()
 
 
-class JetStreamAPI:
+class JetStreamAPI(ProcessLocal):
     """The JetStream API of one account or domain: ``prefix`` (``$JS.API`` or ``$JS.<domain>.API``), the
     default ``timeout`` of its requests, and ``retry``, the policy that carries an idempotent request through a
     cluster election (see :mod:`jetstream_sync.jetstream.retry`)."""

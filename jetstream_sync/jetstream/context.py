@@ -14,7 +14,7 @@ import tenacity
 
 from .. import _telemetry, errors
 from .._protocol import Command, reply_encoder
-from .._runtime import RawReply
+from .._runtime import ProcessLocal, RawReply
 from .._validate import (
     check_int,
     check_name,
@@ -75,7 +75,7 @@ __all__ = ["JetStream"]
 log = logging.getLogger("jetstream_sync")
 
 
-class JetStream(KeyValueManager, ObjectStoreManager):
+class JetStream(KeyValueManager, ObjectStoreManager, ProcessLocal):
     """Manage streams and consumers, and publish with acknowledgements. Thread-safe; cheap to create.
 
     ``publish_retry`` is a ``tenacity.Retrying`` deciding how "no responders" (503) is retried by
@@ -207,7 +207,12 @@ class JetStream(KeyValueManager, ObjectStoreManager):
         """The stream that captures ``subject``; StreamNotFoundError when none does."""
         for name in self.stream_names(subject):
             return str(name)
-        raise errors.StreamNotFoundError(404, 10059, f"no stream captures subject {subject!r}")
+        raise errors.StreamNotFoundError(
+            404,
+            10059,
+            f"no stream captures subject {subject!r}; create one whose subjects include it, e.g. "
+            f"js.create_stream(StreamConfig(name=..., subjects=[{subject!r}]))",
+        )
 
     def account_info(self) -> AccountInfo:
         """This account's JetStream usage and limits (memory, storage, streams, consumers, API calls, and in
@@ -254,7 +259,8 @@ class JetStream(KeyValueManager, ObjectStoreManager):
             return self._consumer_request(stream, config, "update")
         except errors.APIError as exc:
             if exc.err_code == 10149:  # consumer does not exist
-                raise errors.ConsumerNotFoundError(exc.code, exc.err_code, exc.description) from None
+                name = config.name or config.durable_name
+                raise errors.ConsumerNotFoundError(exc.code, exc.err_code, exc.description, stream, name) from None
             raise
 
     def create_or_update_consumer(self, stream: str, config: ConsumerConfig) -> Consumer:
@@ -477,7 +483,12 @@ class JetStream(KeyValueManager, ObjectStoreManager):
             left = max(0.05, deadline - time.monotonic())
             names = self.api.request("STREAM.NAMES", {"subject": subject}, timeout=left).get("streams") or []
             if not names:
-                raise errors.StreamNotFoundError(404, 10059, f"no stream captures subject {subject!r}")
+                raise errors.StreamNotFoundError(
+                    404,
+                    10059,
+                    f"no stream captures subject {subject!r}; create one whose subjects include it, e.g. "
+                    f"js.create_stream(StreamConfig(name=..., subjects=[{subject!r}]))",
+                )
         except errors.StreamNotFoundError:
             raise errors.NoStreamResponseError(
                 f"no stream answered a publish to {subject!r}: no stream captures this subject; create a stream "

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .. import errors
+from .._runtime import ProcessLocal
 from .direct import direct_get_last_raw
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ def _total(data: bytes, subject: str) -> int:
         raise errors.JetStreamError(f"the message on {subject!r} is not a counter value: {data[:100]!r}") from None
 
 
-class Counter:
+class Counter(ProcessLocal):
     """The counters of one stream with ``allow_msg_counter``; made by ``js.counter(stream)``. Thread-safe."""
 
     def __init__(self, stream: Stream) -> None:

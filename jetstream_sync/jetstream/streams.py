@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .. import errors
+from .._runtime import ProcessLocal
 from .._validate import check_int, check_name, check_subject
 from ..models import ConsumerConfig, ConsumerInfo, StoredMsg, StreamInfo
 from ..models.cluster import clustered_leader
@@ -58,7 +59,7 @@ def fetch_stream_info(
     return attrs.evolve(info, state=attrs.evolve(info.state, subjects=subjects))
 
 
-class Stream:
+class Stream(ProcessLocal):
     """A handle on one stream. ``cached_info`` is what the last call saw; ``info()`` asks the server."""
 
     def __init__(self, js: JetStream, info: StreamInfo) -> None:

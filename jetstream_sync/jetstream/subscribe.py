@@ -23,7 +23,7 @@ import attrs
 
 from .. import errors
 from .._protocol import status_of
-from .._runtime import BufferFinished
+from .._runtime import BufferFinished, ProcessLocal
 from .._validate import check_callable, check_int, check_name, check_queue, check_subject, check_timeout, to_seconds
 from ..message import Msg
 from ..models import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy
@@ -65,7 +65,10 @@ def find_stream(js: JetStream, subject: str) -> str:
     names = list(js.stream_names(subject))
     if not names:
         raise errors.StreamNotFoundError(
-            404, 10059, f"no stream captures subject {subject!r}; create one or pass stream="
+            404,
+            10059,
+            f"no stream captures subject {subject!r}; create one whose subjects include it (js.create_stream("
+            f"StreamConfig(name=..., subjects=[{subject!r}]))) or pass stream=",
         )
     if len(names) > 1:
         raise errors.SubscribeError(
@@ -180,7 +183,7 @@ def _create(js: JetStream, stream: str, config: ConsumerConfig) -> ConsumerInfo 
 
 
 # -- push ---------------------------------------------------------------------------------------------------
-class JetStreamSubscription:
+class JetStreamSubscription(ProcessLocal):
     """A push subscription made by ``js.subscribe``: ``next_msg(timeout)`` and iteration, or ``cb`` on its own
     thread. ``unsubscribe()`` and ``drain()`` delete the consumer only if this subscription created it."""
 
@@ -391,7 +394,7 @@ def subscribe(
     if info is not None:
         info = _settle_unbound(js, info, queue)
     if info is None and bind:
-        raise errors.ConsumerNotFoundError(404, 10014, f"consumer {name!r} not found on stream {stream_name!r}")
+        raise errors.ConsumerNotFoundError(404, 10014, "consumer not found", stream_name, name)
     if info is not None:
         check_push_binding(info, queue, subject)
         if config is not None:
@@ -463,7 +466,7 @@ def subscribe(
 
 
 # -- pull ---------------------------------------------------------------------------------------------------
-class PullSubscription:
+class PullSubscription(ProcessLocal):
     """A pull subscription made by ``js.pull_subscribe``: ``fetch(batch, timeout)`` as nats-py's."""
 
     def __init__(self, js: JetStream, stream: str, info: ConsumerInfo, created: bool) -> None:
@@ -614,7 +617,7 @@ def pull_subscribe(
     stream_name = check_name("stream", stream) if stream is not None else find_stream(js, subject or "")
     info = _lookup(js, stream_name, name) if name is not None else None
     if info is None and bind:
-        raise errors.ConsumerNotFoundError(404, 10014, f"consumer {name!r} not found on stream {stream_name!r}")
+        raise errors.ConsumerNotFoundError(404, 10014, "consumer not found", stream_name, name)
     if info is not None:
         check_pull_binding(info, subject)
         if config is not None:

@@ -18,6 +18,7 @@ import attrs
 from ... import errors
 from ..._validate import check_name, check_subject
 from ...models import parse_time
+from ...options import parse_servers
 from .._connection import ConnectionSettings, redacted
 
 __all__ = [
@@ -226,9 +227,7 @@ def _connection(options: dict[str, str]) -> ConnectionOptions:
     servers_text = _text(options, "servers")
     if servers_text is None:
         raise errors.InvalidArgumentError("servers", "is required: the NATS URL(s), e.g. nats://127.0.0.1:4222")
-    servers = tuple(s.strip() for s in servers_text.split(",") if s.strip())
-    if not servers:
-        raise errors.InvalidArgumentError("servers", f"must list at least one URL, got {servers_text!r}")
+    servers = parse_servers("servers", servers_text)
     user, password = _text(options, "user"), _text(options, "password", strip=False)
     if password is not None and user is None:
         raise errors.InvalidArgumentError("password", "given without user")

@@ -79,3 +79,12 @@ def progress_keeper(runtime: Runtime, config: ConsumerConfig | None, auto_in_pro
             "auto_in_progress", "this consumer takes no acks (AckNone, or an ordered consumer): nothing to keep alive"
         )
     return ProgressKeeper(runtime, config.ack_wait or _SERVER_ACK_WAIT)
+
+
+def acks_checked(config: ConsumerConfig | None, deferred_ack: object) -> bool:
+    """Whether a consume warns when its handler returns leaving a message unanswered: on an AckExplicit consumer
+    (``config``; None for an ordered consumer, which takes no acks), unless ``deferred_ack`` says that the
+    application acks later, elsewhere, on purpose. AckAll answers many messages with one ack, AckNone none."""
+    if not isinstance(deferred_ack, bool):
+        raise errors.InvalidTypeError("deferred_ack", f"must be a bool, got {type(deferred_ack).__name__}")
+    return config is not None and config.ack_policy == AckPolicy.EXPLICIT and not deferred_ack

@@ -20,12 +20,12 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ... import _telemetry, errors
-from ..._runtime import Runtime
+from ..._runtime import ProcessLocal, Runtime
 from ..._validate import check_callable, check_int, options_from
 from ...message import Msg
 from ...models import ConsumerConfig, ConsumerInfo, ConsumerPauseState
 from ...models.cluster import clustered_leader
-from ._progress import ProgressKeeper, progress_keeper
+from ._progress import ProgressKeeper, acks_checked, progress_keeper
 from .delivery import ConsumeContext, DeliverySource, ErrorHandler, MessageBatch, MessagesIterator
 from .options import FetchOptions
 
@@ -45,7 +45,7 @@ def reporter(label: str, handler: ErrorHandler | None, runtime: Runtime) -> Call
     return lambda exc: runtime.run_callback(handler, exc)
 
 
-class ServerConsumerHandle:
+class ServerConsumerHandle(ProcessLocal):
     """A handle on one named consumer. ``cached_info`` is what the last call saw; ``info()`` asks the server."""
 
     def __init__(self, js: JetStream, info: ConsumerInfo) -> None:
@@ -107,6 +107,8 @@ def start_consume(
     workers: int,
     ordered_by: Callable[[Msg], Hashable] | None,
     start_source: Callable[[_Source], None] | None = None,
+    *,
+    check_acks: bool = False,
 ) -> ConsumeContext:
     """What every ``consume(handler, workers=, ordered_by=, auto_in_progress=)`` does, pull, push or ordered:
     check the arguments, make the source (only then: a refused call starts nothing), run the context."""
@@ -118,7 +120,7 @@ def start_consume(
     if telemetry is not None:
         handler = telemetry.handler(handler)  # each message processed inside a span (the otel extra)
     source = source_for()
-    context = ConsumeContext(source, handler, progress, workers=workers, ordered_by=ordered_by)
+    context = ConsumeContext(source, handler, progress, workers=workers, ordered_by=ordered_by, check_acks=check_acks)
     if telemetry is not None:
         telemetry.consume_started(context)
     if start_source is not None:
@@ -127,7 +129,7 @@ def start_consume(
     return context
 
 
-class FetchCalls(ABC):
+class FetchCalls(ProcessLocal, ABC):
     """``fetch``, ``fetch_bytes`` and ``fetch_no_wait``; the class provides ``_fetch``."""
 
     @abstractmethod
@@ -157,7 +159,7 @@ class FetchCalls(ABC):
         return self._fetch(FetchOptions(max_messages=max_messages, no_wait=True))
 
 
-class PushReads(ABC):
+class PushReads(ProcessLocal, ABC):
     """``messages`` and ``consume`` of a push delivery; the class provides ``_engine``."""
 
     _runtime: Runtime
@@ -198,11 +200,20 @@ class PushReads(ABC):
         auto_in_progress: bool = False,
         workers: int = 1,
         ordered_by: Callable[[Msg], Hashable] | None = None,
+        deferred_ack: bool = False,
         **kwargs: Any,
     ) -> ConsumeContext:
         """Run ``handler(msg)`` for every message, serially on the consume's own thread, or with ``workers=N``
-        on N threads (``ordered_by``: one key at a time, in order); ``auto_in_progress`` as the pull consume."""
-        progress = progress_keeper(self._runtime, self._ack_config(), auto_in_progress)
+        on N threads (``ordered_by``: one key at a time, in order); ``auto_in_progress`` and ``deferred_ack`` as
+        the pull consume."""
+        config = self._ack_config()
+        progress = progress_keeper(self._runtime, config, auto_in_progress)
+        check_acks = acks_checked(config, deferred_ack)
         return start_consume(
-            lambda: self._start(options, kwargs, error_handler), handler, progress, workers, ordered_by
+            lambda: self._start(options, kwargs, error_handler),
+            handler,
+            progress,
+            workers,
+            ordered_by,
+            check_acks=check_acks,
         )

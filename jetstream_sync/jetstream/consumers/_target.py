@@ -92,7 +92,7 @@ async def consumer_gone(runtime: Runtime, target: PullTarget) -> errors.JetStrea
         reply = await runtime.request_async(
             lambda inbox: encode_pub(subject, inbox, None, b""), CONSUMER_CHECK_TIMEOUT, "consumer info"
         )
-        api_response(reply.data, "consumer info")
+        api_response(reply.data, subject.decode())  # the subject: a not-found error names the consumer
     except (errors.ConsumerNotFoundError, errors.StreamNotFoundError) as exc:
         return exc
     return None

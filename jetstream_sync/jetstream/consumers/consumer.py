@@ -18,7 +18,7 @@ from ..._validate import check_callable, options_from, to_seconds
 from ...message import Msg
 from ...models import AckPolicy, ConsumerInfo, PriorityPolicy
 from ._fetch import FetchPull
-from ._progress import progress_keeper
+from ._progress import acks_checked, progress_keeper
 from ._pull import ContinuousPull
 from ._reads import FetchCalls, ServerConsumerHandle, reporter, start_consume
 from ._single import SinglePull
@@ -163,6 +163,7 @@ class Consumer(ServerConsumerHandle, FetchCalls):
         auto_in_progress: bool = False,
         workers: int = 1,
         ordered_by: Callable[[Msg], Hashable] | None = None,
+        deferred_ack: bool = False,
         **kwargs: Any,
     ) -> ConsumeContext:
         """Run ``handler(msg)`` for every message, serially, on the consume's own thread.
@@ -174,8 +175,16 @@ class Consumer(ServerConsumerHandle, FetchCalls):
         is not redelivered meanwhile. With ``workers=N`` the handler runs on N threads; with ``ordered_by``
         (a function of the message, e.g. ``lambda m: m.subject``) messages of one key go to one worker, in
         order, never two at once (see ``_dispatch/_pool.py``).
+
+        On an AckExplicit consumer the handler answers each message (``ack``, ``nak``, ``term``, or
+        ``in_progress`` for more time); one that returns without doing so is logged at WARNING, once per
+        consume, since the server will deliver that message again after ack_wait. An application that acks
+        later on another thread on purpose passes ``deferred_ack=True``, which turns that warning off. The
+        ack rules of every API are in the Consuming guide, "Who acks, and when".
         """
-        progress = progress_keeper(self._runtime, self.cached_info.config, auto_in_progress)
+        config = self.cached_info.config
+        progress = progress_keeper(self._runtime, config, auto_in_progress)
+        check_acks = acks_checked(config, deferred_ack)
         return start_consume(
             lambda: self._continuous(options, kwargs, error_handler),
             handler,
@@ -183,4 +192,5 @@ class Consumer(ServerConsumerHandle, FetchCalls):
             workers,
             ordered_by,
             lambda pull: pull.start(self.jetstream.timeout),
+            check_acks=check_acks,
         )

@@ -23,7 +23,7 @@ import attrs
 
 from ... import errors
 from ..._dispatch import WorkerPool
-from ..._runtime import BufferFinished, ForkGuard
+from ..._runtime import BufferFinished, ForkGuard, ProcessLocal
 from ..._validate import check_int, check_timeout
 from ...message import Msg
 from ._progress import ProgressKeeper
@@ -233,7 +233,7 @@ class MessageBatch:
         return f"<MessageBatch {self._source.label} received={self._source.received} done={self._ended}>"
 
 
-class MessagesIterator:
+class MessagesIterator(ProcessLocal):
     """A continuous pull (ADR-37 consume) read by iteration. Use it as a context manager: exit stops it.
 
     ``for msg in it`` blocks until a message comes and ends after ``stop()`` or ``drain()``; a terminal status
@@ -352,7 +352,7 @@ class MessagesIterator:
         return f"<MessagesIterator {self._source.label} {'closed' if self.closed else 'open'}>"
 
 
-class ConsumeContext:
+class ConsumeContext(ProcessLocal):
     """A running consume(): the handler runs serially on this consume's own thread (or, with ``workers=N``, on
     a pool of N threads fed by it; ``_dispatch/_pool.py``).
 
@@ -369,9 +369,14 @@ class ConsumeContext:
         *,
         workers: int = 1,
         ordered_by: Callable[[Msg], Hashable] | None = None,
+        check_acks: bool = False,
     ) -> None:
         self._source = source
         self._handler = handler
+        #: an AckExplicit consumer without ``deferred_ack``: a handler that returns leaving its message
+        #: unanswered is logged (once per consume: the lock is taken once and never released)
+        self._check_acks = check_acks
+        self._unanswered_once = threading.Lock()
         self._progress = progress  # auto_in_progress: keeps the messages in hand alive while the handler works
         # workers=N: the handler runs on the pool's threads, this thread only reads
         prefix = f"jetstream-sync-consume-{source.label}"
@@ -411,10 +416,37 @@ class ConsumeContext:
             self.error = exc
             self._source.stop()
             return False
+        else:
+            if self._check_acks and not msg._acked and not msg._in_progress:  # two flags read: no call
+                self._returned_unanswered(msg)
         finally:
             if progress is not None:
                 progress.end(msg)
         return True
+
+    def _returned_unanswered(self, msg: Msg) -> None:
+        """Any handler thread: the handler returned and ``msg`` has no ack, nak, term or in_progress. Under an
+        explicit ack policy the server redelivers it after ack_wait, up to max_deliver times, which looks like
+        duplicates to the application; said once per consume (a handler that never acks would say it for
+        every message), at WARNING, with the fix."""
+        if self._source.halted:  # a stop or a close while it ran: its answer may not be sendable, nor needed
+            return
+        if not self._unanswered_once.acquire(blocking=False):
+            return
+        try:
+            meta = msg.metadata
+            which = f" (stream sequence {meta.sequence.stream}, delivered {meta.num_delivered} time(s))"
+        except errors.InvalidAckSubjectError:
+            which = ""
+        log.warning(
+            "consume %s: the handler returned without acknowledging a message%s; the consumer's ack policy is "
+            "explicit, so the server will deliver it again after ack_wait. Answer every message in the handler: "
+            "msg.ack() when done, msg.nak() to retry it, msg.term() to drop it, msg.in_progress() for more time. "
+            "If another thread acks it later on purpose, pass consume(..., deferred_ack=True). "
+            "(Said once per consume.)",
+            self._source.label,
+            which,
+        )
 
     def _run(self) -> None:
         """This consume's thread: take a burst, hand it out one message at a time. The burst and the pool's

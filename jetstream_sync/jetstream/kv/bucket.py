@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from ... import errors
 from ..._protocol import datetime_from_nanos, stream_position
+from ..._runtime import ProcessLocal
 from ..._validate import check_payload, check_timeout, to_seconds
 from ...message import Msg
 from ...models import DeliverPolicy, StoredMsg, StreamInfo
@@ -53,7 +54,7 @@ _WRONG_LAST = re.compile(r"wrong last sequence: (\d+)")
 _HEADERS_ONLY_WINDOW = 10_000
 
 
-class KeyValue:
+class KeyValue(ProcessLocal):
     """A handle on one bucket. Thread-safe; every call is one or a few requests, nothing is cached but the
     stream's configuration at bind time (and, per client, the revision last seen of each key: see ``read``).
 
@@ -197,7 +198,9 @@ class KeyValue:
                 # sent once (never repeated), so one that times out may still happen, which is harmless.
                 self.jetstream.api.request(purge, body, left)
             except errors.StreamNotFoundError as exc:
-                raise errors.BucketNotFoundError(exc.code, exc.err_code, f"bucket {self.bucket!r} not found") from exc
+                raise errors.BucketNotFoundError(
+                    exc.code, exc.err_code, f"bucket {self.bucket!r} not found", f"KV_{self.bucket}", self.bucket
+                ) from exc
             except errors.TimeoutError as exc:
                 raise walk.timed_out(progress) from exc
         return len(markers)
@@ -225,7 +228,9 @@ class KeyValue:
             self._known.write_timed_out(self._api_prefix, self._incarnation)
             raise
         except errors.NoStreamResponseError as exc:
-            raise errors.BucketNotFoundError(404, 10059, f"bucket {self.bucket!r} not found: {exc}") from exc
+            raise errors.BucketNotFoundError(
+                404, 10059, f"bucket {self.bucket!r} not found: {exc}", f"KV_{self.bucket}", self.bucket
+            ) from exc
         except errors.MessageTooLargeError as exc:
             raise errors.ValueTooLargeError(
                 exc.code, exc.err_code, f"key {key!r}: the value is larger than bucket {self.bucket!r}'s max_value_size"
@@ -382,7 +387,9 @@ class KeyValue:
         except errors.MessageNotFoundError:
             return None
         except errors.StreamNotFoundError as exc:
-            raise errors.BucketNotFoundError(exc.code, exc.err_code, f"bucket {self.bucket!r} not found") from exc
+            raise errors.BucketNotFoundError(
+                exc.code, exc.err_code, f"bucket {self.bucket!r} not found", f"KV_{self.bucket}", self.bucket
+            ) from exc
         except (errors.JetStreamNotEnabledError, errors.NoRespondersError) as exc:
             raise self._unanswered(exc) from exc
 
@@ -429,7 +436,9 @@ class KeyValue:
         try:
             self.jetstream.stream_info(self._stream.name)
         except errors.StreamNotFoundError as gone:
-            return errors.BucketNotFoundError(gone.code, gone.err_code, f"bucket {self.bucket!r} not found")
+            return errors.BucketNotFoundError(
+                gone.code, gone.err_code, f"bucket {self.bucket!r} not found", f"KV_{self.bucket}", self.bucket
+            )
         return exc
 
     def _checked_entry(self, key: str, revision: int, stored: StoredMsg) -> KeyValueEntry:
@@ -538,7 +547,9 @@ class KeyValue:
         try:
             info = self._stream.info()
         except errors.StreamNotFoundError as exc:
-            raise errors.BucketNotFoundError(exc.code, exc.err_code, f"bucket {self.bucket!r} not found") from exc
+            raise errors.BucketNotFoundError(
+                exc.code, exc.err_code, f"bucket {self.bucket!r} not found", f"KV_{self.bucket}", self.bucket
+            ) from exc
         return KeyValueStatus.from_stream_info(self.bucket, info)
 
     def _filter_subjects(self, filters: Sequence[str]) -> list[str]:
@@ -593,7 +604,9 @@ class KeyValue:
         try:
             return OrderedConsumer(self.jetstream, self._stream.name, config, timeout=timeout)
         except errors.StreamNotFoundError as exc:
-            raise errors.BucketNotFoundError(exc.code, exc.err_code, f"bucket {self.bucket!r} not found") from exc
+            raise errors.BucketNotFoundError(
+                exc.code, exc.err_code, f"bucket {self.bucket!r} not found", f"KV_{self.bucket}", self.bucket
+            ) from exc
 
     def entry_of(self, msg: Msg, cut: int | None = None) -> KeyValueEntry:
         """The entry a consumed message of this bucket stands for."""

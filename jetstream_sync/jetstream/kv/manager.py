@@ -71,7 +71,9 @@ class KeyValueManager:
         try:
             as_jetstream(self).delete_stream(KV_STREAM_PREFIX + bucket)
         except errors.StreamNotFoundError as exc:
-            raise errors.BucketNotFoundError(exc.code, exc.err_code, f"bucket {bucket!r} not found") from exc
+            raise errors.BucketNotFoundError(
+                exc.code, exc.err_code, f"bucket {bucket!r} not found", f"KV_{bucket}", bucket
+            ) from exc
 
     def key_value_store_names(self) -> Iterator[str]:
         """The names of every key-value bucket."""

@@ -84,7 +84,9 @@ class MetaRecords:
         except errors.MessageNotFoundError:
             return Current(None, 0)
         except errors.StreamNotFoundError as exc:
-            raise errors.BucketNotFoundError(exc.code, exc.err_code, f"bucket {self.bucket!r} not found") from exc
+            raise errors.BucketNotFoundError(
+                exc.code, exc.err_code, f"bucket {self.bucket!r} not found", f"OBJ_{self.bucket}", self.bucket
+            ) from exc
         except errors.JetStreamNotEnabledError:
             # A direct get to a stream that is gone has no responders, which reads as "no JetStream": ask the
             # stream API which it is (BucketNotFoundError when the bucket is gone).

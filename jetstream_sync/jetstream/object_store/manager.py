@@ -66,7 +66,9 @@ class ObjectStoreManager:
         try:
             as_jetstream(self).delete_stream(OBJ_STREAM_PREFIX + bucket)
         except errors.StreamNotFoundError as exc:
-            raise errors.BucketNotFoundError(exc.code, exc.err_code, f"bucket {bucket!r} not found") from exc
+            raise errors.BucketNotFoundError(
+                exc.code, exc.err_code, f"bucket {bucket!r} not found", f"OBJ_{bucket}", bucket
+            ) from exc
 
     def object_store_names(self) -> Iterator[str]:
         """The names of every object store."""

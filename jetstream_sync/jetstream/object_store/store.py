@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from ... import errors
+from ..._runtime import ProcessLocal
 from ..._validate import check_timeout
 from ...models import DeliverPolicy, StreamInfo
 from ...models.object_store import (
@@ -63,7 +64,7 @@ DEFAULT_READ_TIMEOUT = 30.0
 _MAX_LINK_HOPS = 8
 
 
-class ObjectStore:
+class ObjectStore(ProcessLocal):
     """A handle on one bucket. Thread-safe; it caches only the stream's name and configuration at bind time,
     so several threads may put and read at once (each read has its own consumer).
 
