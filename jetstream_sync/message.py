@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, SupportsIndex
 
 import attrs
 
@@ -20,7 +20,7 @@ from ._protocol import (
     term_payload,
 )
 from ._validate import check_line, check_timeout, to_seconds
-from .errors import InvalidAckSubjectError, InvalidArgumentError
+from .errors import ClientNotPicklableError, InvalidAckSubjectError, InvalidArgumentError
 from .headers import Headers, HeadersInput, parse_header_block
 
 if TYPE_CHECKING:
@@ -143,6 +143,17 @@ class Msg:
             size = len(subject) + len(reply) + len(data) + (len(raw_headers) if raw_headers else 0)
         #: the size the server counts against max_bytes: subject + reply + headers + payload (ADR-37)
         self.size = size
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> Any:
+        """A received message acks through the client that received it, which no other process can use: pickling
+        one says so (rather than naming the client's internals); pass ``data``, ``subject`` and ``headers``
+        instead, and ack in this process. A message that was never received (no client) pickles as usual."""
+        if self._sender is not None:
+            raise ClientNotPicklableError(
+                "a received Msg (it acks through the client that received it: pass msg.data, msg.subject and "
+                "msg.headers to the other process and ack here)"
+            )
+        return super().__reduce_ex__(protocol)
 
     @property
     def headers(self) -> Headers:

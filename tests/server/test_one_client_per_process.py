@@ -91,3 +91,13 @@ def test_a_spawned_process_given_a_client_fails_in_the_parent_with_the_fix(handl
         pool.apply_async(_connect_and_publish, (nats_server.url, "pickle.child")).get(timeout=60)
     assert js.stream_info("PICKLE").state.messages == before + 1
     assert js.stream("PICKLE").get_last_msg("pickle.child").data == b"from the child"
+
+
+def test_a_received_message_says_to_pass_its_data_and_ack_here(js, stream):
+    """Before, pickling a received Msg failed on the client's internals ("a jetstream_sync Runtime")."""
+    js.publish(f"{stream.name}.a", b"job", headers={"Trace": "t-1"})
+    msg = next(iter(stream.ordered_consumer().fetch(1, expires=5)))
+    with pytest.raises(errors.ClientNotPicklableError, match=r"pass msg\.data, msg\.subject and msg\.headers"):
+        pickle.dumps(msg)
+    unbound = jetstream_sync.Msg(msg.subject, "", msg.data, None, None)  # made here, not received: plain data
+    assert pickle.loads(pickle.dumps(unbound)).data == b"job"
