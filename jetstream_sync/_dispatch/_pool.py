@@ -168,7 +168,7 @@ class WorkerPool:
                 thread.join(timeout)
 
     def left_over(self) -> list[Msg]:
-        """Reader thread, after :meth:`finish` with ``drop_queued``: the messages no worker ran, taken out of the
+        """Reader thread, after `finish` with ``drop_queued``: the messages no worker ran, taken out of the
         pool (the consume gives them back to the server)."""
         with self._cond:
             return self._take_waiting()

@@ -54,7 +54,7 @@ class MessageBuffer(Generic[T]):
     # -- producer side (IO thread) ------------------------------------------------------------------------
     def put(self, item: T) -> bool:
         """Append ``item``; False when the buffer was aborted and ``item`` was not taken (the caller gives it
-        back to the server). Checked after the append, without the lock: :meth:`abort` (another thread) sets
+        back to the server). Checked after the append, without the lock: `abort` (another thread) sets
         the flag before it takes the items, so an item appended meanwhile is either taken by its loop or
         found again here, never left behind."""
         items = self._items

@@ -1,10 +1,11 @@
 """What fetch(), messages() and consume() hand to the user, and the two protocols they read from.
 
-The handles (:class:`MessageBatch`, :class:`MessagesIterator`, :class:`ConsumeContext`) know nothing of pulls:
-they read a :class:`BatchSource` (one bounded delivery: a fetch) or a :class:`DeliverySource` (an unbounded
-one, kept filled until stopped). The pull engines implement both today; a push consumer or an ordered
-consumer (which swaps its server-side consumer under a live source) implements the same protocols and gets
-the same handles unchanged. See docs/ARCHITECTURE.md, "Delivery sources".
+The handles ([`MessageBatch`][jetstream_sync.MessageBatch], [`MessagesIterator`][jetstream_sync.MessagesIterator],
+[`ConsumeContext`][jetstream_sync.ConsumeContext]) know nothing of pulls: they read a
+[`BatchSource`][jetstream_sync.BatchSource] (one bounded delivery: a fetch) or a
+[`DeliverySource`][jetstream_sync.DeliverySource] (an unbounded one, kept filled until stopped). The pull engines
+implement both today; a push consumer or an ordered consumer (which swaps its server-side consumer under a live source)
+implements the same protocols and gets the same handles unchanged. See docs/ARCHITECTURE.md, "Delivery sources".
 """
 
 from __future__ import annotations
@@ -135,7 +136,8 @@ class DeliverySource(Protocol):
         """The reader hands ``msg`` to the user now: it counts as processed for flow control."""
 
     def handed_out_many(self, msgs: Sequence[Msg]) -> None:
-        """As :meth:`handed_out` for a whole list at once (the last one is the newest); not empty."""
+        """As [`handed_out`][jetstream_sync.DeliverySource.handed_out] for a whole list at once (the last one is the
+        newest); not empty."""
 
     def give_back(self, msgs: Sequence[Msg]) -> None:
         """Any thread: ``msgs`` were taken from the source and will not reach the user (the reader stopped):

@@ -16,7 +16,7 @@ worker starts at once; a deferred or retried one within ``poll`` seconds of its 
 
 It is a ``DeliverySource`` of the consume machinery (``jetstream.consumers.delivery``), so the worker's consume
 is the client's own ``ConsumeContext``: the worker pool, in-progress acks while a task runs, drain and stop.
-Called by the consume's reader thread (``take_many``), its pool's threads (:meth:`finished`) and the thread
+Called by the consume's reader thread (``take_many``), its pool's threads (`finished`) and the thread
 that stops or drains it.
 """
 
