@@ -10,7 +10,8 @@
 - What a public class inherits from a private base (``Consumer.fetch`` from ``_reads.FetchCalls``, a model's
   ``to_json`` from ``_base._Model``) is its API, so it renders on the class. What it inherits from a public base
   renders once, on that base, which the class's "Bases:" line links to (every error would otherwise repeat
-  ``APIError``'s attributes).
+  ``APIError``'s attributes). A private base is then left out of the "Bases:" line, which would name a class
+  the reference has no page for.
 
 mkdocstrings' griffe loads this file by path; tests/unit/test_docs_reference.py loads it the same way, so the
 test sees what the site renders.
@@ -18,6 +19,7 @@ test sees what the site renders.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import griffe
@@ -52,6 +54,22 @@ def _is_private(cls: griffe.Class) -> bool:
     return any(part.startswith("_") for part in cls.canonical_path.split("."))
 
 
+def _names_private(base: str | griffe.Expr) -> bool:
+    path = base.canonical_path if isinstance(base, (griffe.ExprName, griffe.ExprAttribute)) else str(base)
+    return any(part.startswith("_") for part in path.split("."))
+
+
+def _classes(obj: griffe.Module | griffe.Class) -> Iterator[griffe.Class]:
+    """Every class defined in the package, nested ones too (not those a module imports)."""
+    for member in obj.members.values():
+        if member.is_alias:
+            continue
+        if isinstance(member, griffe.Class):
+            yield member
+        if isinstance(member, (griffe.Module, griffe.Class)):
+            yield from _classes(member)
+
+
 def _init_annotation(cls: griffe.Class, name: str) -> str | griffe.Expr | None:
     init = cls.members.get("__init__")
     if isinstance(init, griffe.Function) and name in init.parameters:
@@ -63,27 +81,16 @@ class ReferenceShowsTheAPI(griffe.Extension):
     """Rewrites attrs fields, attributes set in methods and method aliases as the module docstring says."""
 
     def on_package(self, *, pkg: griffe.Module, **kwargs: Any) -> None:
-        self._module(pkg)
-
-    def _module(self, module: griffe.Module) -> None:
-        for member in module.members.values():
-            if member.is_alias:
-                continue
-            if isinstance(member, griffe.Module):
-                self._module(member)
-            elif isinstance(member, griffe.Class):
-                self._class(member)
-
-    def _class(self, cls: griffe.Class) -> None:
-        self._adopt_private_inheritance(cls)
-        attrs_class = _is_attrs_class(cls)
-        for member in list(cls.members.values()):
-            if member.is_alias:
-                continue
-            if isinstance(member, griffe.Class):
-                self._class(member)
-            elif isinstance(member, griffe.Attribute):
-                self._attribute(cls, member, attrs_class)
+        classes = list(_classes(pkg))
+        for cls in classes:
+            self._adopt_private_inheritance(cls)
+            attrs_class = _is_attrs_class(cls)
+            for member in list(cls.members.values()):
+                if isinstance(member, griffe.Attribute):
+                    self._attribute(cls, member, attrs_class)
+        # Only once every class has adopted its members: a subclass reaches a private base through its bases.
+        for cls in classes:
+            cls.bases = [base for base in cls.bases if not _names_private(base)]
 
     def _adopt_private_inheritance(self, cls: griffe.Class) -> None:
         try:
@@ -115,6 +122,7 @@ class ReferenceShowsTheAPI(griffe.Extension):
             target = cls.members.get(value.name)
             if isinstance(target, griffe.Function):
                 attribute.value = None
+                attribute.labels -= {"class-attribute", "instance-attribute"}
                 attribute.docstring = griffe.Docstring(
                     f"Alias of [`{target.name}`][{cls.path}.{target.name}].", parent=attribute
                 )
