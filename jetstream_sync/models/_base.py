@@ -347,9 +347,11 @@ class _Model:
 
     @classmethod
     def from_json(cls: type[_M], data: Mapping[str, Any]) -> _M:
+        """The model the server's JSON describes, built by [`from_wire`][jetstream_sync.models.from_wire]."""
         return from_wire(cls, data)
 
     def to_json(self) -> dict[str, Any]:
+        """The JSON object the server expects, written by [`to_wire`][jetstream_sync.models.to_wire]."""
         return to_wire(self)
 
 

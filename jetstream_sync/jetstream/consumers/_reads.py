@@ -60,6 +60,8 @@ class ServerConsumerHandle(ProcessLocal):
         return f"<{type(self).__name__} {self.stream_name!r}/{self.name!r}>"
 
     def info(self) -> ConsumerInfo:
+        """The consumer's state, asked of the server now
+        ([`JetStream.consumer_info`][jetstream_sync.JetStream.consumer_info]); kept in ``cached_info`` too."""
         self.cached_info = self.jetstream.consumer_info(self.stream_name, self.name)
         return self.cached_info
 
@@ -70,6 +72,8 @@ class ServerConsumerHandle(ProcessLocal):
         return clustered_leader(self.info().cluster)
 
     def delete(self) -> None:
+        """Delete the consumer on the server; see
+        [`JetStream.delete_consumer`][jetstream_sync.JetStream.delete_consumer]."""
         self.jetstream.delete_consumer(self.stream_name, self.name)
 
     def pause(self, until: datetime) -> ConsumerPauseState:
