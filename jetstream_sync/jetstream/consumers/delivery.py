@@ -122,15 +122,16 @@ class DeliverySource(Protocol):
         """Stopped or draining: no new pulls."""
 
     def take_into(self, held: deque[Msg], limit: int, timeout: float | None) -> None:
-        """Move up to ``limit`` messages into ``held`` (the reader's burst, registered with :meth:`hold`),
-        waiting at most ``timeout`` for the first (None: until one comes). Raises BufferFinished at a clean
-        end, TimeoutError, or the JetStreamError that ended the delivery."""
+        """Move up to ``limit`` messages into ``held`` (the reader's burst, registered with
+        [`hold`][jetstream_sync.DeliverySource.hold]), waiting at most ``timeout`` for the first (None: until one
+        comes). Raises BufferFinished at a clean end, TimeoutError, or the JetStreamError that ended the delivery."""
 
     def hold(self, surrender: Callable[[], Iterable[Msg]]) -> None:
         """Any thread: a reader's hold on messages it took and has not handed out (its burst, a worker pool's
         queue). When the delivery is aborted (``stop()``, the client closing) the source gives back what
         ``surrender`` gives up with its own buffer, before the connection closes; ``surrender`` must not
-        block (it runs on the closing thread while the reader may be waiting in :meth:`take_into`)."""
+        block (it runs on the closing thread while the reader may be waiting in
+        [`take_into`][jetstream_sync.DeliverySource.take_into])."""
 
     def handed_out(self, msg: Msg) -> None:
         """The reader hands ``msg`` to the user now: it counts as processed for flow control."""

@@ -108,7 +108,7 @@ class BandedPull:
         held.extend(self._take(limit, timeout))
 
     def hold(self, surrender: Callable[[], Iterable[Msg]]) -> None:
-        """The consume's burst and its pool's queue: :meth:`abandon` empties them before it naks what is in
+        """The consume's burst and its pool's queue: `abandon` empties them before it naks what is in
         hand, so no task it gives back is still handed to a thread afterwards."""
         with self._cond:
             self._holds.append(surrender)
