@@ -11,6 +11,7 @@ and extensions of mkdocs.yml, the options of each ``:::`` directive) and filtere
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib
 import importlib.util
 import inspect
@@ -21,6 +22,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 griffe = pytest.importorskip("griffe", reason="the docs extra (mkdocstrings[python]) is not installed")
@@ -231,6 +233,30 @@ def test_the_reference_renders_classes_as_the_site_does() -> None:
     assert not any(name.startswith("_") for name in client)
     assert "fetch" in classes["jetstream_sync.jetstream.consumers.consumer.Consumer"][1]
     assert "jetstream_sync.jetstream.consumers._reads.FetchCalls" not in classes
+
+
+def test_rendered_attributes_show_the_api_not_how_it_is_built() -> None:
+    """An attrs field shows its default, not ``attrs.field(validator=_private, ...)``; an attribute set in a method
+    shows no ``= js`` (the expression that set it); a method alias is one line that says so."""
+    leaks = []
+    for path, (cls, names) in sorted(rendered_classes().items()):
+        runtime = _runtime_class(cls)
+        fields = {field.name for field in attrs.fields(runtime)} if attrs.has(runtime) else set()
+        if dataclasses.is_dataclass(runtime):
+            fields |= {field.name for field in dataclasses.fields(runtime)}
+        for name in names:
+            member = _final(cls.all_members.get(name))
+            if member is None or not member.is_attribute:
+                continue
+            value = str(member.value) if member.value is not None else ""
+            attrs_field = value.startswith(("attrs.field(", "attr.ib(", "attr.field("))
+            set_in_a_method = "instance-attribute" in member.labels and "class-attribute" not in member.labels
+            if attrs_field or (set_in_a_method and value and name not in fields):
+                leaks.append(f"{path}.{name} = {value:.60}")
+    assert not leaks, "attributes rendered with how they are built:\n" + "\n".join(leaks)
+    scripted_close = _final(rendered_classes()["jetstream_sync.testing._scripted.ScriptedServer"][0].members["close"])
+    assert scripted_close.value is None
+    assert str(scripted_close.docstring.value).startswith("Alias of")
 
 
 def test_every_public_method_and_property_is_in_the_reference() -> None:
