@@ -259,6 +259,27 @@ def test_rendered_attributes_show_the_api_not_how_it_is_built() -> None:
     assert str(scripted_close.docstring.value).startswith("Alias of")
 
 
+def test_every_rendered_method_says_what_it_does() -> None:
+    """A method the reference renders on a class, its own or one from a private base, has a docstring (or
+    overrides a documented method of a base class: a framework's hook, documented by the framework)."""
+    silent = []
+    for path, (cls, names) in sorted(rendered_classes().items()):
+        runtime = _runtime_class(cls)
+        for name, owner in _public_methods_and_properties(runtime):
+            if name not in names:
+                continue
+            member = inspect.getattr_static(runtime, name)
+            function = member.fget if isinstance(member, property) else getattr(member, "__func__", member)
+            documented = any(
+                (getattr(vars(base)[name], "__doc__", None) or "").strip()
+                for base in runtime.__mro__
+                if name in vars(base)
+            )
+            if not (function.__doc__ or "").strip() and not documented:
+                silent.append(f"{path}.{name} (defined on {owner.__module__}.{owner.__qualname__})")
+    assert not silent, "methods the reference renders with no description:\n" + "\n".join(silent)
+
+
 def test_every_public_method_and_property_is_in_the_reference() -> None:
     missing = missing_from_reference(rendered_classes())
     assert not missing, (

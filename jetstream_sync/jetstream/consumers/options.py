@@ -154,6 +154,7 @@ class _PriorityFields:
 
     @property
     def pull_priority(self) -> PullPriority | None:
+        """The priority group fields as the pull engines send them; None without ``priority_group``."""
         if self.priority_group is None:
             return None
         return PullPriority(
