@@ -92,7 +92,12 @@ def test_no_docstring_uses_a_rest_role() -> None:
 
 @cache
 def _handler_options() -> dict[str, Any]:
-    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    # mkdocs.yml as data: a !!python/name: tag (a Markdown extension's function) is kept as its text.
+    loader: Any = type("ConfigLoader", (yaml.SafeLoader,), {})
+    loader.add_multi_constructor(
+        "tag:yaml.org,2002:python/", lambda load, suffix, node: f"{suffix}{load.construct_scalar(node)}"
+    )
+    config = yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=loader)
     for plugin in config["plugins"]:
         if isinstance(plugin, dict) and "mkdocstrings" in plugin:
             return dict(plugin["mkdocstrings"]["handlers"]["python"].get("options", {}))
