@@ -1,11 +1,12 @@
-"""The JetStream API's err_codes, each mapped to the error class callers branch on (:func:`errors.api_error`).
+"""The JetStream API's err_codes, each mapped to the error class callers branch on
+([`errors.api_error`][jetstream_sync.errors.api_error]).
 
-The codes come from nats-server's errors.json; a code not listed here is a plain :class:`APIError`. Left so on
-purpose: codes whose meaning is mixed (10012 wraps both config refusals and store failures, 10057 both a failed
-message delete and a file store's "no message found" below its first sequence; 10133 is a stream's and a
-consumer's; 10005 is read by the retry policy, see ``jetstream/retry.py``), failures of the server itself (10049,
-10104, ...), requests this client never sends (snapshots, restores, templates, peer removal, pedantic mode), and
-publish refusals no caller branches on (10097 headers over 64 KiB, 10193, 10227).
+The codes come from nats-server's errors.json; a code not listed here is a plain
+[`APIError`][jetstream_sync.errors.APIError]. Left so on purpose: codes whose meaning is mixed (10012 wraps both config
+refusals and store failures, 10057 both a failed message delete and a file store's "no message found" below its first
+sequence; 10133 is a stream's and a consumer's; 10005 is read by the retry policy, see ``jetstream/retry.py``), failures
+of the server itself (10049, 10104, ...), requests this client never sends (snapshots, restores, templates, peer
+removal, pedantic mode), and publish refusals no caller branches on (10097 headers over 64 KiB, 10193, 10227).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The APIError classes of nats-server's newer err_codes (2.11 to 2.15), part of :mod:`jetstream_sync.errors`.
+"""The APIError classes of nats-server's newer err_codes (2.11 to 2.15), part of
+[`jetstream_sync.errors`][jetstream_sync.errors].
 
 They live here only so that errors.py stays under 700 lines: errors.py imports them all (and lists them in its
 ``__all__``), so ``errors.StreamSealedError`` is the name to use; each class reports that module as its own.
@@ -46,7 +47,8 @@ class ConsumerOfflineError(APIError):
 class StreamSealedError(APIError):
     """ "invalid operation on sealed stream" (err_code 10109): the stream was sealed (``sealed=True``), which is
     for good: it refuses publishes, message deletes and purges, and reads go on. Write to another stream. (An
-    object store raises :class:`ObjectStoreSealedError` for its sealed buckets.)"""
+    object store raises [`ObjectStoreSealedError`][jetstream_sync.errors.ObjectStoreSealedError] for its sealed
+    buckets.)"""
 
 
 class ResourceLimitError(APIError):
@@ -72,22 +74,24 @@ class CounterError(APIError):
 class DuplicateMessageInProgressError(ClusterUnavailableError):
     """ "duplicate message id is in process" (err_code 10158, status 409): a replicated stream is storing a
     message with the same ``msg_id`` right now (another producer's, or an earlier attempt of this publish whose
-    answer was lost) and cannot yet say at which sequence. Transient like :class:`ClusterUnavailableError`, and
-    safe to resend as is: once stored, the same ``msg_id`` is answered with ``duplicate=True`` and its sequence
-    (or stored, if that attempt failed). Nothing was stored by this publish."""
+    answer was lost) and cannot yet say at which sequence. Transient like
+    [`ClusterUnavailableError`][jetstream_sync.errors.ClusterUnavailableError], and safe to resend as is: once stored,
+    the same ``msg_id`` is answered with ``duplicate=True`` and its sequence (or stored, if that attempt failed).
+    Nothing was stored by this publish."""
 
 
 class TooManyRequestsError(APIError, PublishBackpressureError):
     """ "too many requests" (err_code 10167, status 429): the stream's inbound queue was full and it dropped the
-    message unstored. Back-pressure from the server, so also a :class:`PublishBackpressureError`: slow down, and
-    send it again after a pause (with a ``msg_id`` the resend cannot be stored twice)."""
+    message unstored. Back-pressure from the server, so also a
+    [`PublishBackpressureError`][jetstream_sync.errors.PublishBackpressureError]: slow down, and send it again after a
+    pause (with a ``msg_id`` the resend cannot be stored twice)."""
 
 
 class RequiredApiLevelError(APIError, FeatureNotSupportedError):
     """ "JetStream minimum api level required" (err_code 10185, status 412): the request carried a
     ``Nats-Required-Api-Level`` header (ADR-44) above the answering server's level and was refused unprocessed.
-    Also a :class:`FeatureNotSupportedError`, like the client's own version checks: upgrade the server. The
-    server does not say the levels, so ``needed`` and ``server`` are empty."""
+    Also a [`FeatureNotSupportedError`][jetstream_sync.errors.FeatureNotSupportedError], like the client's own version
+    checks: upgrade the server. The server does not say the levels, so ``needed`` and ``server`` are empty."""
 
     def __init__(self, code: int, err_code: int, description: str) -> None:
         # APIError's attributes, and FeatureNotSupportedError's; neither __init__ can call the other's.

@@ -8,9 +8,9 @@ coalesced publishes and acks, answers the server's PINGs and reads heartbeats. T
   threads such as ``--gevent``) is given. The worker then keeps the GIL while it waits for the next request,
   so the IO thread runs only while a request runs: the last ack of a request stays unsent while the worker
   idles, the server drops the connection as stale after a few minutes, and ``publish_async`` messages not
-  waited for are lost. That half-works, so :func:`check_environment` refuses it with
-  :class:`~jetstream_sync.errors.ThreadsDisabledError`. uWSGI says what it decided: its embedded ``uwsgi``
-  module (in ``sys.modules`` before the application is imported) has ``has_threads``, the value after every
+  waited for are lost. That half-works, so `check_environment` refuses it with
+  [`ThreadsDisabledError`][jetstream_sync.errors.ThreadsDisabledError]. uWSGI says what it decided: its embedded
+  ``uwsgi`` module (in ``sys.modules`` before the application is imported) has ``has_threads``, the value after every
   option that turns threads on, and 2.0.27 and later set it always. ``uwsgi.opt`` is not enough: it holds
   only the options written out (``--threads 2`` or ``--gevent 100`` turn threads on without an
   ``enable-threads`` key, and 2.0.27's default has none).
@@ -25,7 +25,7 @@ coalesced publishes and acks, answers the server's PINGs and reads heartbeats. T
   thread, so code that blocks without yielding (a CPU-bound loop, a C library doing its own IO) also stops
   the client's heartbeats and PING replies. It works otherwise, so that is logged once at INFO, not refused.
 
-The decisions (:func:`uwsgi_threads_refusal`, :func:`uwsgi_master_hazard`, :func:`green_runtime`) take what
+The decisions (`uwsgi_threads_refusal`, `uwsgi_master_hazard`, `green_runtime`) take what
 they look at as arguments, so tests make them without uWSGI, gevent or eventlet. Nothing here imports any of
 those: a module that is not already imported is not in use.
 """

@@ -1,8 +1,8 @@
-"""The not-found errors of streams, consumers and buckets, part of :mod:`jetstream_sync.errors`: each names what
-was not found and says how to create it.
+"""The not-found errors of streams, consumers and buckets, part of [`jetstream_sync.errors`][jetstream_sync.errors]:
+each names what was not found and says how to create it.
 
 The server's error says only "stream not found" (err_code 10059) or "consumer not found" (10014); the client
-knows the name it asked for, from the API subject the request went to (:func:`named_by_subject`, applied to
+knows the name it asked for, from the API subject the request went to (`named_by_subject`, applied to
 every JetStream API error) or from the call's arguments. The classes live here only so that errors.py stays
 under 700 lines: errors.py imports them (and lists them in its ``__all__``), so ``errors.StreamNotFoundError``
 is the name to use; each reports that module as its own.
@@ -75,10 +75,11 @@ class ConsumerNotFoundError(APIError):
 class BucketNotFoundError(KeyValueError, ObjectStoreError, StreamNotFoundError):
     """The bucket's stream (``KV_<bucket>`` or ``OBJ_<bucket>``) does not exist; create the bucket first.
 
-    Raised by both stores, so it is both a :class:`KeyValueError` and an :class:`ObjectStoreError`, and a
-    :class:`StreamNotFoundError` because that is what the server said. ``bucket`` names it and ``stream`` is its
-    stream when known; the message says how to create it (with the store's call, known from the stream's
-    prefix).
+    Raised by both stores, so it is both a [`KeyValueError`][jetstream_sync.errors.KeyValueError] and an
+    [`ObjectStoreError`][jetstream_sync.errors.ObjectStoreError], and a
+    [`StreamNotFoundError`][jetstream_sync.errors.StreamNotFoundError] because that is what the server said. ``bucket``
+    names it and ``stream`` is its stream when known; the message says how to create it (with the store's call, known
+    from the stream's prefix).
     """
 
     def __init__(

@@ -86,7 +86,7 @@ def ack_position(reply: bytes) -> AckPosition | None:
     """The consumer name, sequences and pending count of an ack subject; None when it is not one.
 
     The IO thread calls this for every message of an ordered or push consumer (gap detection), so it splits
-    the bytes once and builds nothing else: :class:`~jetstream_sync.MsgMetadata` is the full, lazy parse.
+    the bytes once and builds nothing else: [`MsgMetadata`][jetstream_sync.MsgMetadata] is the full, lazy parse.
     """
     tokens = reply.split(b".")
     count = len(tokens)
@@ -185,7 +185,7 @@ def encode_pub(subject: bytes, reply: bytes, headers: bytes | None, payload: byt
 def encode_pub_parts(subject: bytes, reply: bytes, headers: bytes | None, payload: bytes) -> Command:
     """A PUB or HPUB command, as one bytes or, for a large payload, as parts that avoid copying it.
 
-    The small case is formatted in one go by :func:`encode_pub`: one allocation per message on the hot path.
+    The small case is formatted in one go by `encode_pub`: one allocation per message on the hot path.
     """
     if len(payload) <= LARGE_PAYLOAD:
         return encode_pub(subject, reply, headers, payload)

@@ -1,5 +1,5 @@
 """The errors of ``js.subscribe`` and ``js.pull_subscribe`` refusing to bind (the ADR-15 checks), part of
-:mod:`jetstream_sync.errors`.
+[`jetstream_sync.errors`][jetstream_sync.errors].
 
 They live here only so that errors.py stays under 700 lines: errors.py imports them all (and lists them in its
 ``__all__``), so ``errors.DuplicateSubscriptionError`` is the name to use; each class reports this module as its

@@ -3,7 +3,7 @@
 ``ACTIVE`` stays None until ``jetstream_sync.integrations.otel.instrument()`` sets it (the ``otel`` extra).
 Every hook site reads it once per call and does nothing more while it is None, so a client without
 instrumentation pays one module attribute read per publish, request or consume: no OpenTelemetry import, no
-span, no header. The :class:`Telemetry` protocol is the whole contract between the client and an instrumenter;
+span, no header. The `Telemetry` protocol is the whole contract between the client and an instrumenter;
 a site hands over the call to make (``send``) and the instrumenter runs it inside its span, adding the headers
 that carry the trace.
 """

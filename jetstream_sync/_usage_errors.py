@@ -1,4 +1,5 @@
-"""Errors of a program's set-up rather than the server's answers, part of :mod:`jetstream_sync.errors`.
+"""Errors of a program's set-up rather than the server's answers, part of
+[`jetstream_sync.errors`][jetstream_sync.errors].
 
 They live here only so that errors.py stays under 700 lines: errors.py imports them all (and lists them in its
 ``__all__``), so ``errors.InvalidServerURLError`` is the name to use; each class reports that module as its own.

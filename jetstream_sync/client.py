@@ -46,15 +46,17 @@ log = logging.getLogger("jetstream_sync")
 
 
 class Client(ProcessLocal):
-    """A NATS connection usable from any number of threads: ``Client(ConnectOptions(...))`` or :func:`connect`.
+    """A NATS connection usable from any number of threads: ``Client(ConnectOptions(...))`` or
+    [`connect`][jetstream_sync.connect].
 
     Constructing it connects (NoServersError, AuthorizationError or InvalidArgumentError when it cannot;
     ThreadsDisabledError under uWSGI without Python threads, before anything starts). With
     ``retry_on_failed_connect=True`` a first connect that finds no server returns anyway (or after
-    ``first_connect_wait``) and the client connects in the background: see :meth:`wait_connected`;
-    use it as a context manager, or call :meth:`close`. Its threads: "jetstream-sync-io" (the connection),
-    "jetstream-sync-watchdog" (heartbeat checks and other timers of the library) and, from the first callback
-    on, "jetstream-sync-callbacks" (your callbacks and error handlers, in order); each consume has its own.
+    ``first_connect_wait``) and the client connects in the background: see
+    [`wait_connected`][jetstream_sync.Client.wait_connected]; use it as a context manager, or call
+    [`close`][jetstream_sync.Client.close]. Its threads: "jetstream-sync-io" (the connection), "jetstream-sync-watchdog"
+    (heartbeat checks and other timers of the library) and, from the first callback on, "jetstream-sync-callbacks" (your
+    callbacks and error handlers, in order); each consume has its own.
     """
 
     def __init__(self, options: ConnectOptions) -> None:
@@ -95,7 +97,8 @@ class Client(ProcessLocal):
 
     @property
     def is_closed(self) -> bool:
-        """Closed for good: by :meth:`close`, :meth:`drain`, or after the reconnect attempts ran out."""
+        """Closed for good: by [`close`][jetstream_sync.Client.close], [`drain`][jetstream_sync.Client.drain], or after
+        the reconnect attempts ran out."""
         return self._runtime.is_closed
 
     @property
@@ -107,14 +110,15 @@ class Client(ProcessLocal):
 
     @property
     def is_draining(self) -> bool:
-        """:meth:`drain` is under way (the client is closed once it ends)."""
+        """[`drain`][jetstream_sync.Client.drain] is under way (the client is closed once it ends)."""
         return self._runtime.is_draining
 
     @property
     def last_error(self) -> errors.JetStreamError | None:
         """The last error that cost the connection or an attempt at one (a lost connection, a refused or failed
         attempt, an error reported to ``error_callback``), or None. It is not cleared by a reconnect: read
-        :attr:`is_connected` for the health of the connection, this for why it was lost (nats.go's LastError)."""
+        [`is_connected`][jetstream_sync.Client.is_connected] for the health of the connection, this for why it was lost
+        (nats.go's LastError)."""
         return self._runtime.last_error
 
     def wait_connected(self, timeout: float | timedelta | None = None) -> None:
@@ -122,8 +126,8 @@ class Client(ProcessLocal):
 
         For a client made with ``retry_on_failed_connect=True`` that connects in the background (and after any
         lost connection). Returns at once when connected; raises TimeoutError when the time is up (the client
-        goes on trying) and ConnectionClosedError when it closed (by :meth:`close`, or because the reconnect
-        attempts ran out: :attr:`last_error` says why).
+        goes on trying) and ConnectionClosedError when it closed (by [`close`][jetstream_sync.Client.close], or because
+        the reconnect attempts ran out: [`last_error`][jetstream_sync.Client.last_error] says why).
         """
         seconds = check_timeout(timeout, self.default_timeout)
         if not self._runtime.wait_connected(seconds):
@@ -225,7 +229,7 @@ class Client(ProcessLocal):
         ``timeout`` passed (default: the client's timeout), ``stall`` passed without a reply once the first came,
         or (``sentinel=True``) an empty reply came. None of those is an error; NoRespondersError when nobody
         subscribes to ``subject``. The request is sent before this returns; iterate the result, or ``list()``
-        it, or use it as a context manager (leaving early unsubscribes). See :mod:`jetstream_sync.replies`."""
+        it, or use it as a context manager (leaving early unsubscribes). See `jetstream_sync.replies`."""
         runtime = self._runtime
         runtime.check_usable()
         seconds = check_timeout(timeout, self.default_timeout)
@@ -378,20 +382,20 @@ class Client(ProcessLocal):
 
 
 def connect(servers: str | Sequence[str] = DEFAULT_URL, **options: Any) -> Client:
-    """Connect to NATS and return a thread-safe :class:`Client` (a context manager).
+    """Connect to NATS and return a thread-safe [`Client`][jetstream_sync.Client] (a context manager).
 
     ``servers``: one URL (``nats://host:4222``, ``tls://`` for TLS, ``ws://`` or ``wss://`` for websockets, or a
     bare ``host:port``), a list of them, or a comma-separated string of them (``"nats://a:4222,nats://b:4222"``,
     as the integrations' ``SERVERS`` setting takes it). Any other scheme, or text that is no URL, raises
     InvalidServerURLError naming the accepted schemes before any connection attempt.
 
-    The keywords are the fields of :class:`ConnectOptions` (name, credentials and their callbacks, TLS,
-    websockets, a socket factory, timeouts, the reconnect policy, callbacks, ...), validated there; an unknown
-    keyword raises InvalidArgumentError listing the known ones. Every option, with its nats.go and nats.js
+    The keywords are the fields of [`ConnectOptions`][jetstream_sync.ConnectOptions] (name, credentials and their
+    callbacks, TLS, websockets, a socket factory, timeouts, the reconnect policy, callbacks, ...), validated there; an
+    unknown keyword raises InvalidArgumentError listing the known ones. Every option, with its nats.go and nats.js
     name, is in the Connecting guide.
 
     A worker that may start before NATS (a Kubernetes pod, a gunicorn or Celery worker) passes
     ``retry_on_failed_connect=True``: connect() returns at once (or waits up to ``first_connect_wait``) and
-    the client connects in the background; :meth:`Client.wait_connected` waits for it.
+    the client connects in the background; [`Client.wait_connected`][jetstream_sync.Client.wait_connected] waits for it.
     """
     return Client(options_from(ConnectOptions, None, {"servers": servers, **options}, "connect"))

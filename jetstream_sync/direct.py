@@ -1,4 +1,4 @@
-"""Batched direct get (ADR-31): the public home of what lives in :mod:`jetstream_sync.jetstream.direct`."""
+"""Batched direct get (ADR-31): the public home of what lives in `jetstream_sync.jetstream.direct`."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The error hierarchy.
 
-Everything the library raises derives from :class:`JetStreamError`, so one ``except`` catches it all.
+Everything the library raises derives from `JetStreamError`, so one ``except`` catches it all.
 Errors a caller branches on get their own class; every message says what to do next.
 """
 
@@ -282,7 +282,7 @@ class ClusterUnavailableError(APIError):
 class StreamReconfigureInProgressError(ClusterUnavailableError):
     """ "stream reconfiguration already in progress" (err_code 10226, nats-server 2.15) or "stream move already in
     progress" (10124): an earlier update or move of the stream is still being applied. It passes by waiting, so an
-    idempotent request is retried within its timeout like :class:`ClusterUnavailableError`, then this is raised."""
+    idempotent request is retried within its timeout like `ClusterUnavailableError`, then this is raised."""
 
 
 class ClusterMemberChangeError(ClusterUnavailableError):
@@ -293,7 +293,7 @@ class ClusterMemberChangeError(ClusterUnavailableError):
 class StreamUnavailableError(ClusterUnavailableError):
     """No server of the stream answered a read that any of its replicas may serve (a direct get with no
     responders while the stream exists): its servers are restarting or electing a leader. Retried within the
-    call's timeout like :class:`ClusterUnavailableError`; raised when the outage outlasts it."""
+    call's timeout like `ClusterUnavailableError`; raised when the outage outlasts it."""
 
 
 class MinLastSequenceError(ClusterUnavailableError):
@@ -556,7 +556,7 @@ class InvalidKeyError(KeyValueError, InvalidArgumentError):
 
 
 class KeyNotFoundError(KeyValueError):
-    """The key has no value: it was never put, or (see :class:`KeyDeletedError`) it was deleted or purged."""
+    """The key has no value: it was never put, or (see `KeyDeletedError`) it was deleted or purged."""
 
 
 class KeyDeletedError(KeyNotFoundError):
@@ -583,7 +583,7 @@ class KeyHistoryTooLargeError(KeyValueError, InvalidArgumentError):
 
 
 class ObjectNotFoundError(ObjectStoreError):
-    """No object of that name in the bucket: never put, or (see :class:`ObjectDeletedError`) deleted."""
+    """No object of that name in the bucket: never put, or (see `ObjectDeletedError`) deleted."""
 
 
 class ObjectDeletedError(ObjectNotFoundError):

@@ -283,7 +283,7 @@ def _callback(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
 
 @attrs.frozen(kw_only=True)
 class ConnectOptions:
-    """Everything :func:`jetstream_sync.connect` accepts, validated on construction.
+    """Everything [`jetstream_sync.connect`][jetstream_sync.connect] accepts, validated on construction.
 
     ``timeout`` is the default for blocking calls that are not given one. Callbacks run one at a time, in the
     order of their events, on the client's callbacks thread ("jetstream-sync-callbacks"), never on the IO or

@@ -1,7 +1,7 @@
 """``Client.request_many``: one request, every reply (scatter-gather), as nats.js's ``requestMany``.
 
 The request goes out at once, with a fresh inbox as its reply subject; the replies wait in a bounded buffer (the
-IO thread fills it) and :class:`Replies` yields them as they arrive. It ends at the first of:
+IO thread fills it) and `Replies` yields them as they arrive. It ends at the first of:
 
 - ``max_replies`` replies received (nats.js's "count" strategy);
 - ``timeout`` seconds after the request (the whole wait; "timer");
@@ -30,7 +30,8 @@ __all__ = ["Replies"]
 
 
 class Replies:
-    """The replies of one :meth:`Client.request_many` (see the module docstring); iterate it, or ``list()`` it.
+    """The replies of one [`Client.request_many`][jetstream_sync.Client.request_many] (see the module docstring);
+    iterate it, or ``list()`` it.
 
     ``received`` counts the replies yielded so far. Any thread may iterate it, one at a time.
     """

@@ -1,4 +1,5 @@
-"""PySpark data source: the public home of :mod:`jetstream_sync.integrations.spark` (``format("jetstream")``).
+"""PySpark data source: the public home of [`jetstream_sync.integrations.spark`][jetstream_sync.integrations.spark]
+(``format("jetstream")``).
 
 See that module for the options; ``from jetstream_sync.spark import JetStreamDataSource`` keeps working.
 """

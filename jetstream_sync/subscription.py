@@ -2,7 +2,7 @@
 
 Either way the messages wait in one bounded buffer that the IO thread fills; past ``max_pending`` messages or
 ``max_pending_bytes`` bytes new ones are dropped and a SlowConsumerError is reported once per episode, so a stalled
-reader can never exhaust memory. With ``handler=`` a :class:`~jetstream_sync._dispatch.Dispatcher` reads that
+reader can never exhaust memory. With ``handler=`` a `Dispatcher` reads that
 buffer: the handler runs on the subscription's own thread, ``jetstream-sync-sub-<subject>``, one message at a time
 in order (with ``workers=N``, on N threads, ``ordered_by`` keeping one key in order), and what it raises is
 reported, never the end of the subscription.
@@ -34,7 +34,8 @@ log = logging.getLogger("jetstream_sync")
 
 
 class Subscription(ProcessLocal):
-    """A core NATS subscription (see the module docstring). Made by :meth:`Client.subscribe`.
+    """A core NATS subscription (see the module docstring). Made by
+    [`Client.subscribe`][jetstream_sync.Client.subscribe].
 
     ``delivered`` counts the messages the server delivered to it (dropped ones included), ``dropped`` those
     dropped over the limits. Without a handler, read it with ``next_msg(timeout)`` or by iterating; with one,
@@ -249,8 +250,8 @@ class Subscription(ProcessLocal):
 
     def unsubscribe(self, timeout: float | None = None) -> None:
         """Stop receiving at once. Without a handler, messages already buffered can still be read, then iteration
-        ends; with one, the message in hand finishes and buffered ones are not handled (:meth:`drain` handles
-        them)."""
+        ends; with one, the message in hand finishes and buffered ones are not handled
+        ([`drain`][jetstream_sync.Subscription.drain] handles them)."""
         if self._buffer.ended:
             return
         runtime = self._runtime

@@ -3,7 +3,7 @@
 A core subscription made with ``handler=`` keeps its bounded hand-off buffer (the IO thread fills it and drops
 past its limits with a SlowConsumerError, as for a subscription read with ``next_msg``). Its dispatcher's thread
 takes bursts from that buffer and calls the handler one message at a time, in order; with ``workers=N`` it hands
-each message to a :class:`~._pool.WorkerPool` of N threads instead (with ``ordered_by``, one key at a time, in
+each message to a `WorkerPool` of N threads instead (with ``ordered_by``, one key at a time, in
 order), blocking while the pool holds 8 messages per worker. So nothing queues without bound: the buffer is
 bounded, the pool is bounded, and a handler slower than the publishers makes the buffer drop, and say so.
 
@@ -53,7 +53,7 @@ class HandlerSource(Protocol):
 class Dispatcher:
     """Runs ``handler(msg)`` for every message of ``source`` on a thread named ``name`` (see the module docstring).
 
-    Any thread may call :meth:`wait`; everything else runs on the dispatcher's own threads.
+    Any thread may call `wait`; everything else runs on the dispatcher's own threads.
     """
 
     def __init__(

@@ -1,8 +1,8 @@
 """LanePool: the handlers of several lanes (a service's endpoints) on one bounded pool of threads.
 
-A service runs every endpoint's handler on one pool of ``workers`` threads. Each endpoint is a :class:`Lane` with
+A service runs every endpoint's handler on one pool of ``workers`` threads. Each endpoint is a `Lane` with
 two bounds of its own: ``limit``, how many of its items run at once (per-endpoint concurrency), and
-``max_pending`` / ``max_bytes``, how many may wait for a thread. :meth:`LanePool.offer` never blocks and never
+``max_pending`` / ``max_bytes``, how many may wait for a thread. `LanePool.offer` never blocks and never
 queues past those bounds: it answers False, and the caller (a service's IO-thread handler) refuses the request
 at once (a 503 reply) instead of queueing it without bound or blocking the connection. A lane whose bounds are
 reached refuses only its own items, so one slow endpoint never starves the others of threads.
@@ -10,9 +10,9 @@ reached refuses only its own items, so one slow endpoint never starves the other
 Workers take the lanes that have something ready in turn (round robin), so an endpoint with a deep backlog does
 not hold every thread while another waits; a lane at its ``limit`` is skipped until one of its items finishes.
 
-Shutting down: :meth:`LanePool.close` takes no more items and lets the workers run what waits, then end;
-:meth:`LanePool.halt` also drops what waits (returned, for the caller to answer) and the workers end after the
-item in hand. The caller joins the threads with :meth:`LanePool.wait`, and the client's ``close()`` joins them too
+Shutting down: `LanePool.close` takes no more items and lets the workers run what waits, then end;
+`LanePool.halt` also drops what waits (returned, for the caller to answer) and the workers end after the
+item in hand. The caller joins the threads with `LanePool.wait`, and the client's ``close()`` joins them too
 (they are adopted through ``Runtime.track_thread``).
 """
 
@@ -33,7 +33,7 @@ T = TypeVar("T")
 
 
 class Lane(Generic[T]):
-    """One lane of a :class:`LanePool` (made by :meth:`LanePool.lane`). Its state is the pool's, under the
+    """One lane of a `LanePool` (made by `LanePool.lane`). Its state is the pool's, under the
     pool's lock; ``running`` and ``waiting`` may be read from any thread (a snapshot)."""
 
     __slots__ = ("_bytes", "_queue", "_ready", "label", "limit", "max_bytes", "max_pending", "running")
@@ -96,14 +96,14 @@ class LanePool(Generic[T]):
 
     @property
     def closed(self) -> bool:
-        """No more items are taken (after :meth:`close` or :meth:`halt`)."""
+        """No more items are taken (after `close` or `halt`)."""
         return self._closed
 
     def offer(self, lane: Lane[T], item: T, size: int = 0, *, wake: bool = True) -> bool:
         """Any thread, never blocking (the IO thread calls it): queue ``item`` on ``lane``; False, with nothing
         queued, when the lane has ``max_pending`` items (or ``max_bytes``) waiting or the pool is closed.
 
-        With ``wake=False`` no idle worker is woken: the caller calls :meth:`wake` once it has offered a whole
+        With ``wake=False`` no idle worker is woken: the caller calls `wake` once it has offered a whole
         burst (the IO thread, once per burst of input, so that it is not preempted by a worker that cannot run
         yet: it holds the GIL)."""
         with self._cond:
@@ -197,7 +197,7 @@ class LanePool(Generic[T]):
         return left
 
     def wait(self, timeout: float | None) -> bool:
-        """Any thread: join the workers (after :meth:`close` or :meth:`halt`; a worker calling it skips
+        """Any thread: join the workers (after `close` or `halt`; a worker calling it skips
         itself); False when one is still running after ``timeout`` seconds."""
         deadline = None if timeout is None else time.monotonic() + timeout
         for thread in self.threads:

@@ -84,7 +84,7 @@ class WorkerPool:
         """Reader thread: move the first message of ``held`` (the reader's burst) into the pool, waiting while it
         is full; the message moved, or None (nothing moved) once the consume ended meanwhile or a close emptied
         the burst. The message leaves ``held`` under the pool's lock: a close empties the burst, then the pool
-        (:meth:`surrender`, the same lock), so it finds the message in one or the other, never in between."""
+        (`surrender`, the same lock), so it finds the message in one or the other, never in between."""
         try:
             first = held[0]
         except IndexError:
@@ -168,7 +168,7 @@ class WorkerPool:
                 thread.join(timeout)
 
     def left_over(self) -> list[Msg]:
-        """Reader thread, after :meth:`finish` with ``drop_queued``: the messages no worker ran, taken out of the
+        """Reader thread, after `finish` with ``drop_queued``: the messages no worker ran, taken out of the
         pool (the consume gives them back to the server)."""
         with self._cond:
             return self._take_waiting()

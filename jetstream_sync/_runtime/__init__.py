@@ -1,7 +1,7 @@
 """The thread boundary: the only code that owns the IO loop, crosses into it, or touches nats-py.
 
-The client facade and the JetStream layer use :class:`Runtime` and the few value types below; the modules
-behind them (the IO loop bridge, the watchdog, the callbacks thread, the nats-py adapter, the outbound queue,
+The client facade and the JetStream layer use [`Runtime`][jetstream_sync.Runtime] and the few value types below; the
+modules behind them (the IO loop bridge, the watchdog, the callbacks thread, the nats-py adapter, the outbound queue,
 the request mux, the hand-off buffer, the light future) are private to this package. See
 docs/ARCHITECTURE.md, "The runtime port".
 """

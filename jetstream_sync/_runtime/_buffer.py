@@ -29,7 +29,7 @@ class MessageBuffer(Generic[T]):
     ``abort(exc)`` drops what is left and raises ``exc`` at once.
 
     A reader that takes a burst to hand out one item at a time (an iterator, a consume's thread) keeps it in a
-    deque filled by :meth:`get_many_into` and registers a *hold* (:meth:`hold`) that gives it up: ``abort``
+    deque filled by `get_many_into` and registers a *hold* (`hold`) that gives it up: ``abort``
     returns what the holds give up with what is buffered, so a client closed while a reader holds a burst
     gives those items back to the server too, instead of leaving them to their ack wait.
     """
@@ -54,7 +54,7 @@ class MessageBuffer(Generic[T]):
     # -- producer side (IO thread) ------------------------------------------------------------------------
     def put(self, item: T) -> bool:
         """Append ``item``; False when the buffer was aborted and ``item`` was not taken (the caller gives it
-        back to the server). Checked after the append, without the lock: :meth:`abort` (another thread) sets
+        back to the server). Checked after the append, without the lock: `abort` (another thread) sets
         the flag before it takes the items, so an item appended meanwhile is either taken by its loop or
         found again here, never left behind."""
         items = self._items
@@ -107,7 +107,7 @@ class MessageBuffer(Generic[T]):
 
     def hold(self, surrender: Callable[[], Iterable[T]]) -> None:
         """Any thread: register a reader's hold, a callable that gives up what the reader took from this buffer
-        and has not handed out (its burst, a worker pool's queue). :meth:`abort` calls it under the buffer's
+        and has not handed out (its burst, a worker pool's queue). `abort` calls it under the buffer's
         lock and returns what it gives with the buffered items; it must not block nor take this buffer's lock
         (the reader may hold its own lock while it waits here)."""
         with self._cond:
@@ -138,9 +138,9 @@ class MessageBuffer(Generic[T]):
             return items.popleft()
 
     def get_many_into(self, into: deque[T], limit: int, timeout: float | None) -> None:
-        """Move up to ``limit`` items into ``into`` (a reader's burst, given up by its :meth:`hold`), waiting for
+        """Move up to ``limit`` items into ``into`` (a reader's burst, given up by its `hold`), waiting for
         the first one at most ``timeout`` seconds. The move is made under the buffer's lock, the lock
-        :meth:`abort` takes, so an aborting thread finds each item either here or in ``into``."""
+        `abort` takes, so an aborting thread finds each item either here or in ``into``."""
         items = self._items
         deadline = self._deadline(timeout)
         with self._cond:

@@ -9,15 +9,15 @@ for it. Here a callback that never returns holds up only the callbacks queued af
 
 - **Order.** One thread per client and a FIFO queue, so callbacks run in the order they were queued
   (disconnected before reconnected before closed, a consume's errors as they happened).
-- **Bounded.** At most :data:`MAX_QUEUED` wait. Past that, new ones are dropped: what is kept stays in order
+- **Bounded.** At most `MAX_QUEUED` wait. Past that, new ones are dropped: what is kept stays in order
   and the first errors usually say what went wrong, as a subscription drops new messages past its limit.
   They are counted (``dropped``, the client's ``stats["callbacks_dropped"]``) and logged twice per backlog: a
   warning when the queue fills, naming the callback that holds it up, and one with the count once it has
   emptied. The closed callback is queued whatever the count (it comes once per client).
 - **A raising callback** is logged, BaseException included (SystemExit, KeyboardInterrupt): it must not end
   the thread, and with it every later callback.
-- **Closing.** :meth:`CallbackRunner.stop` refuses new callbacks, lets the thread run what is queued (the
-  closed callback last) and waits at most :data:`CLOSE_WAIT`: a callback still running then is left behind
+- **Closing.** `CallbackRunner.stop` refuses new callbacks, lets the thread run what is queued (the
+  closed callback last) and waits at most `CLOSE_WAIT`: a callback still running then is left behind
   (the thread is a daemon) with a warning naming it, as close() does with a consume handler that never
   returns; the thread runs the rest once it returns, then ends.
 - **Forks.** In a forked child the thread does not exist: a callback queued there is dropped before any lock
@@ -81,7 +81,7 @@ class CallbackRunner:
     def submit(self, fn: Callable[..., object], *args: Any, always: bool = False) -> None:
         """Any thread: run ``fn(*args)`` on the callbacks thread after what was queued before it.
 
-        Dropped (and counted) when :data:`MAX_QUEUED` callbacks wait already, unless ``always`` (the closed
+        Dropped (and counted) when `MAX_QUEUED` callbacks wait already, unless ``always`` (the closed
         callback); dropped quietly once the client closed, or in a forked child.
         """
         if self._fork_guard.inherited:

@@ -6,7 +6,7 @@ The first connect tries each server once, fast, on the IO thread (``Runtime.conn
 a lost connection would (nats.go's RetryOnFailedConnect): ``connect()`` returns at once, or after up to
 ``first_connect_wait`` seconds; calls made meanwhile behave as while reconnecting (publishes buffered up to
 ``pending_size``, requests and flushes bounded by their timeouts, subscriptions sent once connected), and
-:class:`ConnectionState` is what ``wait_connected()``, ``is_reconnecting`` and ``last_error`` read.
+`ConnectionState` is what ``wait_connected()``, ``is_reconnecting`` and ``last_error`` read.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The nats-py contract: every nats-py member the adapter relies on beyond its documented API, checked by a test.
 
 Part of the nats-py adapter (with ``_nats.py``, ``_transports.py``, ``_parser.py`` and ``_translate.py``).
-:data:`NATS_PY_CONTRACT` lists the private members the adapter uses and the public ones whose signature it
-depends on; :func:`contract_problems` says what the installed nats-py lacks of it, so that a nats-py release
+`NATS_PY_CONTRACT` lists the private members the adapter uses and the public ones whose signature it
+depends on; `contract_problems` says what the installed nats-py lacks of it, so that a nats-py release
 that breaks one fails loudly in CI (``tests/unit/runtime/test_nats_contract.py``, also run against the lowest
 nats-py pyproject.toml allows) rather than deep in the IO thread.
 """
@@ -68,7 +68,7 @@ _CONNECT_KEYWORDS = (
 )
 
 #: Every nats-py member the adapter uses beyond its documented public API, and the public ones whose
-#: signature it depends on. Checked by :func:`contract_problems` (tests/unit/runtime/test_nats_contract.py).
+#: signature it depends on. Checked by `contract_problems` (tests/unit/runtime/test_nats_contract.py).
 NATS_PY_CONTRACT: tuple[ContractMember, ...] = (
     ContractMember("Client", "connect", "method", _CONNECT_KEYWORDS),
     ContractMember("Client", "subscribe", "method", ("subject", "queue")),
@@ -170,7 +170,7 @@ def _websocket_transport() -> object | None:
 
 
 def contract_problems() -> list[str]:
-    """What the installed nats-py lacks of :data:`NATS_PY_CONTRACT`; empty when everything is there."""
+    """What the installed nats-py lacks of `NATS_PY_CONTRACT`; empty when everything is there."""
     problems: list[str] = []
     instances: dict[str, object] = {}
     for owner_name, (_cls, make) in _owners().items():

@@ -4,7 +4,7 @@ A forked child inherits copies of its parent's clients and of all they made (sub
 contexts, watchers) but none of their threads: an inherited iterator would hand out copies of messages the
 parent also gets, then wait for ever; a request written on the inherited socket reaches the server but its
 reply goes to the parent (a publish that was stored times out); and a lock a parent thread held at fork time
-stays held. So each such object keeps a :class:`ForkGuard` made when it was, and every public entry point
+stays held. So each such object keeps a `ForkGuard` made when it was, and every public entry point
 checks it first: in a child it raises ForkedClientError before touching a lock, a buffer or the socket. Objects
 made in the child (a new client) belong to the child and work normally.
 
@@ -20,8 +20,8 @@ parent's threads run. So the process is recognised by a mark the kernel itself r
   ``os.getpid()`` (a system call: about 0.2 us on a virtual machine).
 
 Module state that a fork must reset (a lock a parent thread may hold at the moment of the fork) registers with
-:func:`after_fork`. Those functions run in the child at once for ``os.fork()``, and otherwise the first time
-the child's code calls :func:`check_process`, which every new client does before it starts a thread: a
+`after_fork`. Those functions run in the child at once for ``os.fork()``, and otherwise the first time
+the child's code calls `check_process`, which every new client does before it starts a thread: a
 C-forked child has one thread at that point, so the reset cannot race another thread of ours.
 """
 
@@ -83,7 +83,7 @@ _hooks: list[Callable[[], None]] = []
 
 
 def _enter_new_process() -> None:
-    """In a forked child, once: a mark of its own, then every :func:`after_fork` function."""
+    """In a forked child, once: a mark of its own, then every `after_fork` function."""
     global _mark
     _mark = _new_mark()
     for hook in list(_hooks):
@@ -104,7 +104,7 @@ if hasattr(os, "register_at_fork"):
 
 def check_process() -> None:
     """Any thread: notice a fork that Python's hooks did not see (uWSGI, a C extension, libc through ctypes),
-    and run the :func:`after_fork` functions in this process if they have not run yet.
+    and run the `after_fork` functions in this process if they have not run yet.
 
     Called by each new client before it starts a thread, and by module code that takes a lock a fork may have
     left held, before taking it.
@@ -115,7 +115,7 @@ def check_process() -> None:
 
 def after_fork(fn: Callable[[], None]) -> None:
     """Run ``fn`` in every forked child, before the child's code uses what ``fn`` resets: at once after
-    ``os.fork()``, and at the first :func:`check_process` after a fork made in C. ``fn`` must be cheap and must
+    ``os.fork()``, and at the first `check_process` after a fork made in C. ``fn`` must be cheap and must
     not block (it typically replaces a module lock with a new one)."""
     _hooks.append(fn)
 
@@ -123,7 +123,7 @@ def after_fork(fn: Callable[[], None]) -> None:
 class ForkGuard:
     """Remembers the process an object was made in, so the object can refuse to work in a forked child.
 
-    Hot paths keep :attr:`mark` and test ``mark[0]`` themselves (falsy: forked); the rest call :meth:`check`.
+    Hot paths keep `mark` and test ``mark[0]`` themselves (falsy: forked); the rest call `check`.
     """
 
     __slots__ = ("mark",)

@@ -9,7 +9,7 @@ its own bytes, and only the reply comes through the IO thread.
 Two threads writing one socket must never interleave or reorder bytes. The gate makes every write to the
 connection's socket happen under one re-entrant lock:
 
-* the IO thread's writes: nats-py's (through :class:`GatedTcpTransport`), the outbound queue's drain, and
+* the IO thread's writes: nats-py's (through `GatedTcpTransport`), the outbound queue's drain, and
   asyncio's own ``_write_ready`` (which sends what the transport buffered) and ``_call_connection_lost`` (which
   closes the socket), both wrapped on the bound transport;
 * a user thread's direct write, which only tries the lock (never waits) and then sends only when nothing is

@@ -1,6 +1,6 @@
 """Requests and their replies: one wildcard inbox subscription answers every request by token.
 
-A synchronous request blocks on a :class:`ReplyWaiter`; publish_async registers its own receiver with a
+A synchronous request blocks on a `ReplyWaiter`; publish_async registers its own receiver with a
 deadline that the IO thread expires. See docs/ARCHITECTURE.md, "The life of a publish".
 """
 

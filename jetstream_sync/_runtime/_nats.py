@@ -2,7 +2,7 @@
 the contract it relies on.
 
 nats-py owns the socket, protocol parsing, reconnects and auth. We hook it at a few points, all stable in the
-2.x line (pinned in pyproject.toml) and listed in :data:`NATS_PY_CONTRACT`, which a test checks so that a
+2.x line (pinned in pyproject.toml) and listed in `NATS_PY_CONTRACT`, which a test checks so that a
 nats-py release that breaks one fails loudly in CI rather than deep in the IO thread:
 
 * ``_ps``: the protocol parser is ours (``_parser.py``): it parses by index instead of by regular expression
@@ -12,11 +12,11 @@ nats-py release that breaks one fails loudly in CI rather than deep in the IO th
 * ``_pending`` / ``_flush_queue`` / the transport's writer: the outbound queue appends a whole burst of encoded
   commands at once, or writes it straight to the socket, instead of one coroutine call per publish.
 * ``_connect_command`` / ``_server_info``: refuse to send credentials in clear when TLS was asked for.
-* ``_transport``: the plain TCP transport nats-py makes is our :class:`GatedTcpTransport`, so that its writes
+* ``_transport``: the plain TCP transport nats-py makes is our `GatedTcpTransport`, so that its writes
   and a user thread's direct request writes take turns (``_gate.py``), and its socket is read by our
-  :class:`ChunkReader` (``_reader.py``: received chunks handed to the parser without copies).
+  `ChunkReader` (``_reader.py``: received chunks handed to the parser without copies).
 
-Everything else in the runtime talks to nats-py through :class:`NatsConnection`'s own methods. See
+Everything else in the runtime talks to nats-py through `NatsConnection`'s own methods. See
 docs/ARCHITECTURE.md, "The runtime port".
 """
 
@@ -158,7 +158,7 @@ class NatsConnection(nats.aio.client.Client):
     async def _process_info(self, info: dict[str, Any], initial_connection: bool = False) -> None:
         """IO thread: an INFO (checked by the parser or the ``_server_info`` setter first). On a lame-duck notice
         (``ldm``: the server is shutting down and will close its clients over the next minutes) the client
-        reports a LameDuckModeEvent and, when it knows another server, moves there itself (:meth:`_lame_duck`).
+        reports a LameDuckModeEvent and, when it knows another server, moves there itself (`_lame_duck`).
 
         With ``ignore_discovered_servers`` the servers a cluster announces are not added to the pool. The INFO
         of a connection attempt (``initial_connection``) carries the nonce: the credentials made by our code
@@ -217,7 +217,7 @@ class NatsConnection(nats.aio.client.Client):
 
     async def _attempt_reconnect(self) -> None:
         """IO thread: nats-py's reconnect; after a lame-duck move without its shuffle of the server pool, which
-        could put the draining server first again (:meth:`_leave` put it last)."""
+        could put the draining server first again (`_leave` put it last)."""
         if not self._keep_pool_order:
             await super()._attempt_reconnect()
             return
@@ -397,7 +397,7 @@ class NatsConnection(nats.aio.client.Client):
             transport.open_gate()
 
     def close_gate(self) -> None:
-        """IO thread: no more direct writes until :meth:`open_gate` (the connection was lost)."""
+        """IO thread: no more direct writes until `open_gate` (the connection was lost)."""
         self.gate.unbind()
 
     def nothing_unsent(self) -> bool:
@@ -474,7 +474,7 @@ class NatsConnection(nats.aio.client.Client):
 
     def set_reconnect_policy(self, max_attempts: int, wait: float) -> None:
         """The reconnect policy once connected (the first connect runs with a fail-fast one). The wait between
-        attempts is ours (:meth:`_connect_to_server`), so nats-py's own is 0."""
+        attempts is ours (`_connect_to_server`), so nats-py's own is 0."""
         self.options["max_reconnect_attempts"] = max_attempts
         self.options["reconnect_time_wait"] = 0
         self._reconnect_wait = wait
@@ -512,7 +512,7 @@ class NatsConnection(nats.aio.client.Client):
 
     async def _connect_to_server(self, s: Any) -> None:
         """IO thread: one attempt at server ``s``, after the reconnect delay when it was tried before; a
-        websocket server gets our :class:`~._transports.WebSocketTransport`."""
+        websocket server gets our `WebSocketTransport`."""
         if not self.fail_fast and s.last_attempt is not None:
             left = s.last_attempt + await self._reconnect_delay(s) - time.monotonic()
             if left > 0:
@@ -632,7 +632,7 @@ class NatsConnection(nats.aio.client.Client):
         TimeoutError that lied; and while reconnecting it wrote the PING into a closed transport. Here a flush
         fails at once with NotConnectedError when the connection is down or goes down while it waits (what the
         lost socket still held may not have arrived), with our TimeoutError when the PONG is late, and with
-        ConnectionClosedError on close. A timed-out flush's late PONG is skipped (:meth:`_process_pong`).
+        ConnectionClosedError on close. A timed-out flush's late PONG is skipped (`_process_pong`).
         """
         if self.is_closed:
             raise errors.ConnectionClosedError()

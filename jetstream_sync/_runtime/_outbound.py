@@ -90,7 +90,7 @@ class Outbound:
         When nothing waits in nats-py or the transport, the calling thread writes it to the socket itself through
         the socket gate: one IO-thread wake-up fewer per request (``_gate.py``). Commands queued here before it
         (the ack of the message a ``next()`` loop just handled) go first in the same write, so the request does
-        not wait for the IO thread to wake and write them. Otherwise, as :meth:`put`.
+        not wait for the IO thread to wake and write them. Otherwise, as `put`.
         """
         if not self._alive[0]:  # before the direct write: the inherited socket reaches the server
             raise errors.ForkedClientError()

@@ -13,14 +13,15 @@ payload of each message, the server's ``-ERR`` text (lower-cased, quotes kept), 
 
 **Nothing read can stop the reading.** nats-py's read loop reconnects on its ``ProtocolError`` and on an
 ``OSError``; any other exception ends the loop for good while the connection still says it is connected
-(issue 26: a late PONG's ``InvalidStateError``, an ``INFO []``). So :meth:`ProtocolParser.parse` is the one
-place where whatever a server input causes is settled: a :class:`ServerProtocolViolation` (what the server sent
+(issue 26: a late PONG's ``InvalidStateError``, an ``INFO []``). So `ProtocolParser.parse` is the one
+place where whatever a server input causes is settled: a `ServerProtocolViolation` (what the server sent
 is not NATS: an unknown operation, a malformed MSG, an INFO of the wrong shape, a frame larger than the
 connection may carry, a control line that never ends) and any exception of nats-py's ``_process_*`` methods are
-reported once (the user's ``error_callback`` gets a :class:`jetstream_sync.errors.ProtocolError`, else it is
-logged) and become nats-py's ``ProtocolError``, so the connection reconnects. A handler's exception is logged and
-only its message is dropped. ``NatsConnection._read_loop`` backs this up: a read loop that ends while the
-connection is still up starts a reconnect too.
+reported once (the user's ``error_callback`` gets a
+[`jetstream_sync.errors.ProtocolError`][jetstream_sync.errors.ProtocolError], else it is logged) and become nats-py's
+``ProtocolError``, so the connection reconnects. A handler's exception is logged and only its message is dropped.
+``NatsConnection._read_loop`` backs this up: a read loop that ends while the connection is still up starts a reconnect
+too.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ _INFO_FIELDS: dict[str, tuple[type, ...]] = {
 
 
 def check_info(info: Any) -> dict[str, Any]:
-    """``info`` if it is an INFO the client can use; else :class:`ServerProtocolViolation` naming the fault.
+    """``info`` if it is an INFO the client can use; else `ServerProtocolViolation` naming the fault.
 
     Unknown fields are let be (servers add fields); known ones must have their type (``bool`` is not an int
     here), ``max_payload`` must be positive and ``connect_urls`` a list of strings.

@@ -67,7 +67,7 @@ class ConnectionListener(Protocol):
 
 
 class _FutureReply:
-    """A :class:`ReplyHandler` resolving an asyncio future; only ever called on the IO thread."""
+    """A `ReplyHandler` resolving an asyncio future; only ever called on the IO thread."""
 
     __slots__ = ("future", "timeout", "what")
 
@@ -317,7 +317,7 @@ class Runtime(ProcessLocal):
 
     @property
     def is_draining(self) -> bool:
-        """A drain() is under way (it ends closed); set by :meth:`mark_draining`."""
+        """A drain() is under way (it ends closed); set by [`mark_draining`][jetstream_sync.Runtime.mark_draining]."""
         return self._draining and not self._closed
 
     def mark_draining(self) -> None:
@@ -494,15 +494,16 @@ class Runtime(ProcessLocal):
 
     def send_unsub(self, sub: NatsSubscription, max_msgs: int = 0) -> None:
         """Any thread: queue the UNSUB of ``sub`` now, so it reaches the server before anything this thread sends
-        next; the IO thread then ends the subscription as usual (:meth:`unsubscribe_soon`: its own UNSUB finds
-        nothing left to remove at the server).
+        next; the IO thread then ends the subscription as usual
+        ([`unsubscribe_soon`][jetstream_sync.Runtime.unsubscribe_soon]: its own UNSUB finds nothing left to remove at
+        the server).
 
         A read the user leaves ends this way: its pull must be gone before the user's next publish reaches the
         consumer, and a request the calling thread writes directly (``Outbound.put_waiting``) would pass an
         UNSUB that the IO thread has yet to write; it never passes what is queued before it. Raises as
-        :meth:`send` does (not connected with the reconnect buffer full, closed, forked). With ``max_msgs`` the
-        server ends the subscription once it delivered that many messages in all (auto-unsubscribe), and this
-        client keeps it until then.
+        [`send`][jetstream_sync.Runtime.send] does (not connected with the reconnect buffer full, closed, forked). With
+        ``max_msgs`` the server ends the subscription once it delivered that many messages in all (auto-unsubscribe),
+        and this client keeps it until then.
         """
         self.send(self._nc.unsub_command(sub, max_msgs))
 
@@ -556,8 +557,9 @@ class Runtime(ProcessLocal):
 
     def watch(self, check: Callable[[float], object]) -> None:
         """Any thread: call the library function ``check(now)`` on the watchdog thread about every 0.25 s until
-        :meth:`unwatch`. It must only look and post (never block, never call user code: that is
-        :meth:`run_callback`'s); a function from outside this package is refused (``check_library_code``).
+        [`unwatch`][jetstream_sync.Runtime.unwatch]. It must only look and post (never block, never call user code: that
+        is [`run_callback`][jetstream_sync.Runtime.run_callback]'s); a function from outside this package is refused
+        (``check_library_code``).
 
         One periodic tick serves every watcher, so a short-lived watcher (a fetch's heartbeat monitor) costs
         a set insertion, not a timer of its own.

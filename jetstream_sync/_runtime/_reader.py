@@ -3,12 +3,12 @@
 nats-py reads through an ``asyncio.StreamReader``: every received chunk is appended to a bytearray (a copy),
 every ``read()`` copies it out again and deletes it from the front, and above twice the 32 KiB limit the
 transport is paused and resumed (two ``epoll_ctl`` system calls per round). At 16 KiB messages that was a
-quarter of the IO thread's time. :class:`ChunkReader` keeps what the transport received as the bytes objects it
+quarter of the IO thread's time. `ChunkReader` keeps what the transport received as the bytes objects it
 received (up to 256 KiB each) and hands them over one by one: no copy before the parser slices a payload out,
 and pausing only behind a backlog of ``PAUSE_ABOVE`` bytes (memory stays bounded by it plus one chunk).
 
 It stays an ``asyncio.StreamReader``, so nats-py's connection handshake, which reads lines, works unchanged:
-until the first :meth:`read` everything goes through the stream reader's own buffer. It relies on the reader's
+until the first `read` everything goes through the stream reader's own buffer. It relies on the reader's
 private members (``_buffer``, ``_eof``, ``_exception``, ``_transport``, ``_paused``, ``_wait_for_data``), the
 same in CPython 3.10 to 3.13; ``tests/unit/runtime/test_reader.py`` checks them on every Python CI runs.
 """
@@ -26,7 +26,7 @@ PAUSE_ABOVE = 1024 * 1024
 
 
 class ChunkReader(asyncio.StreamReader):
-    """A StreamReader whose :meth:`read` returns the received chunks themselves, once it has been called."""
+    """A StreamReader whose `read` returns the received chunks themselves, once it has been called."""
 
     def __init__(self, limit: int, loop: asyncio.AbstractEventLoop) -> None:
         super().__init__(limit=limit, loop=loop)
@@ -88,7 +88,7 @@ class ChunkReader(asyncio.StreamReader):
 
 
 async def open_chunked_connection(host: str, port: int, limit: int) -> tuple[ChunkReader, asyncio.StreamWriter]:
-    """``asyncio.open_connection`` with a :class:`ChunkReader` on the read side."""
+    """``asyncio.open_connection`` with a `ChunkReader` on the read side."""
     loop = asyncio.get_running_loop()
     reader = ChunkReader(limit, loop)
     protocol = asyncio.StreamReaderProtocol(reader, loop=loop)

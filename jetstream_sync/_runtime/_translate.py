@@ -1,9 +1,9 @@
 """nats-py's errors as ours: part of the nats-py adapter (with ``_nats.py`` and ``_parser.py``, the only modules
 that import nats-py), so that users catch one hierarchy and a failed connect says why.
 
-:func:`translate_error` maps what nats-py raises or reports; :func:`connect_failure` builds what ``connect()``
+`translate_error` maps what nats-py raises or reports; `connect_failure` builds what ``connect()``
 raises from everything nats-py reported while it tried the servers (nats-py itself ends with a bare
-NoServersError); :func:`redact_url` keeps credentials out of messages and logs.
+NoServersError); `redact_url` keeps credentials out of messages and logs.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ __all__ = ["AttemptFailed", "connect_failure", "redact_url", "translate_error"]
 class AttemptFailed(nats.errors.Error):
     """One connection attempt failed for a reason of ours (a user function, a seed): a nats-py error, so that
     nats-py counts the attempt as failed and goes on to the next server (an exception of another kind would end
-    its reconnect task unseen). ``error`` is what the user sees (:func:`translate_error` unwraps it)."""
+    its reconnect task unseen). ``error`` is what the user sees (`translate_error` unwraps it)."""
 
     def __init__(self, error: errors.JetStreamError) -> None:
         super().__init__(str(error))

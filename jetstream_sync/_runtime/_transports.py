@@ -1,15 +1,15 @@
 """The transports under a connection: plain TCP (ours, through the socket gate), a socket the user's factory
 made, and websockets. Part of the nats-py adapter (it subclasses nats-py's transports).
 
-- :class:`GatedTcpTransport` is nats-py's TCP transport made ours: its writes take the socket gate's lock
-  (``_gate.py``) and its socket is read by a :class:`~._reader.ChunkReader` (``_reader.py``). TLS upgrades the
+- `GatedTcpTransport` is nats-py's TCP transport made ours: its writes take the socket gate's lock
+  (``_gate.py``) and its socket is read by a `ChunkReader` (``_reader.py``). TLS upgrades the
   same socket through asyncio's SSL transport, as nats-py does (the gate is never bound to a TLS socket).
 - With ``socket_factory=`` (nats.go's SetCustomDialer), the same transport connects over the socket the factory
   returns instead of dialing itself: a proxy's tunnel, a UNIX socket to a sidecar, one end of a socketpair to an
   in-process server. The factory is user code that blocks, so it runs on the connect thread with
   ``connect_timeout`` as its bound (``_usercode.py``); reading and writing then take the plain-TCP fast path.
 - ``ws://`` and ``wss://`` use nats-py's websocket transport (aiohttp; the ``websocket`` extra), with custom
-  handshake headers. :class:`WebSocketTransport` only changes its ``writelines``: nats-py sends every queued
+  handshake headers. `WebSocketTransport` only changes its ``writelines``: nats-py sends every queued
   command as a websocket frame of its own, and a burst of 10,000 publishes became 10,000 frames; here a burst
   is one frame (the server reads a websocket as a byte stream, so commands may share frames).
 """
@@ -34,7 +34,7 @@ Dial = Callable[[str, int, float], Awaitable[socket.socket]]
 
 
 async def open_on_socket(sock: socket.socket, limit: int) -> tuple[ChunkReader, asyncio.StreamWriter]:
-    """:func:`~._reader.open_chunked_connection` over a socket that is connected already."""
+    """`open_chunked_connection` over a socket that is connected already."""
     loop = asyncio.get_running_loop()
     reader = ChunkReader(limit, loop)
     protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
@@ -57,7 +57,7 @@ class GatedTcpTransport(nats.aio.transport.TcpTransport):
         return writer.transport if isinstance(writer, asyncio.StreamWriter) else None
 
     async def connect(self, uri: Any, buffer_size: int, connect_timeout: int) -> None:
-        """nats-py's connect, with a :class:`ChunkReader` reading the socket (``_reader.py``)."""
+        """nats-py's connect, with a `ChunkReader` reading the socket (``_reader.py``)."""
         if self._dial is None:
             opened = open_chunked_connection(uri.hostname, uri.port, buffer_size)
         else:
@@ -69,7 +69,7 @@ class GatedTcpTransport(nats.aio.transport.TcpTransport):
         self._bare_io_writer = self._io_writer = writer
 
     def open_gate(self) -> None:
-        """IO thread: the connection is ready for direct writes (see :meth:`NatsConnection.open_gate`)."""
+        """IO thread: the connection is ready for direct writes (see `NatsConnection.open_gate`)."""
         transport = self._socket_transport()
         if transport is not None:
             self._gate.bind(transport)
@@ -98,7 +98,7 @@ class WebSocketTransport(nats.aio.transport.WebSocketTransport):
     """nats-py's websocket transport, with three changes: a burst of commands is one frame (see the module
     docstring); the handshake is bounded by ``connect_timeout`` (nats-py passes it to aiohttp as the close
     timeout, so a server that accepts the TCP connection and never answers held the attempt for aiohttp's
-    five-minute default); and an attempt that fails closes its aiohttp session (:meth:`discard`)."""
+    five-minute default); and an attempt that fails closes its aiohttp session (`discard`)."""
 
     async def connect(self, uri: Any, buffer_size: int, connect_timeout: int) -> None:
         self._ws = await self._open(uri.geturl(), None, connect_timeout)

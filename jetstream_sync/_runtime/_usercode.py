@@ -11,8 +11,8 @@ So they run here, on a thread of their own ("jetstream-sync-connect", started wi
 time, and the IO loop awaits each for at most a bound (the attempt's ``connect_timeout``):
 
 - **Returns in time**: the attempt goes on with the value.
-- **Raises**: the attempt fails with :class:`~jetstream_sync.errors.ConnectCallbackError` naming the function
-  and what it raised (chained); nats-py reports it to the error callback and tries the next server, as for any
+- **Raises**: the attempt fails with [`ConnectCallbackError`][jetstream_sync.errors.ConnectCallbackError] naming the
+  function and what it raised (chained); nats-py reports it to the error callback and tries the next server, as for any
   failed attempt; a first connect raises it.
 - **Does not return in time**: the same, saying so. The function keeps its thread (Python cannot stop it); the
   next call waits behind it and times out in turn, saying that an earlier call still runs, so a stuck function
@@ -20,7 +20,7 @@ time, and the IO loop awaits each for at most a bound (the attempt's ``connect_t
   closes a late socket) rather than leaked.
 
 The thread is a daemon: a function that never returns cannot hold up the interpreter's exit, nor ``close()``.
-``close()`` and a failed first connect end the thread and wait for it (:meth:`BlockingCalls.join`), so none is
+``close()`` and a failed first connect end the thread and wait for it (`BlockingCalls.join`), so none is
 left behind by a client that is gone; only a function still running keeps it, until the function returns (said
 in the log).
 """
@@ -53,7 +53,7 @@ _Job = tuple[Callable[..., Any], tuple[Any, ...], Callable[[bool, Any], None]]
 
 class BlockingCalls:
     """Runs the user functions a connection attempt waits for on the "jetstream-sync-connect" thread (see the
-    module docstring). :meth:`run` is awaited on the IO thread; :meth:`stop` is called by close()."""
+    module docstring). `run` is awaited on the IO thread; `stop` is called by close()."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition(threading.Lock())
@@ -156,7 +156,7 @@ class BlockingCalls:
             self._cond.notify()
 
     def join(self, timeout: float) -> None:
-        """Any thread, after :meth:`stop`: wait up to ``timeout`` seconds for the connect thread to end. A user
+        """Any thread, after `stop`: wait up to ``timeout`` seconds for the connect thread to end. A user
         function it still runs (one that did not return in time, already reported as ConnectCallbackError) is
         not waited for: it keeps the daemon thread until it returns, and the log says so."""
         with self._cond:

@@ -7,7 +7,7 @@ the client closes even if nobody notifies them. See docs/ARCHITECTURE.md, "Rules
 
 Every blocking call is a wait, and a wait made on a thread that runs an asyncio event loop (an async Django or
 FastAPI view calling the client directly) stalls that loop, and every request it serves, for as long as the
-call takes, without an error anywhere: :func:`warn_if_in_event_loop` says so once per process.
+call takes, without an error anywhere: `warn_if_in_event_loop` says so once per process.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ It runs the shared watch tick (heartbeat checks, the ordered consumer's catch-up
 check, ``auto_in_progress``) and the close after the reconnect attempts ran out. User code never runs here:
 user callbacks run on the client's callbacks thread (``_callbacks.py``), so one that blocks cannot stop a
 consume from noticing a silent link, nor hold up close() (docs/ARCHITECTURE.md, "Rules: no user code on the
-watchdog"). :func:`check_library_code` makes that a check: every function scheduled here must come from
+watchdog"). `check_library_code` makes that a check: every function scheduled here must come from
 this package.
 """
 

@@ -3,9 +3,9 @@
 A web or task worker is very often a process forked after the app was created (gunicorn, uWSGI, Celery's
 prefork pool, Spark's Python workers), and a client inherited through fork() is unusable: its threads do
 not exist in the child (ForkedClientError, docs/ARCHITECTURE.md "Rules: forks"). So nothing connects at
-import or app creation; :func:`process_client` connects in the process that first asks, and a forked child
-never sees its parent's clients: it forgets them (without closing: they are the parent's, and closing would
-touch sockets the parent still uses) and makes its own.
+import or app creation; [`process_client`][jetstream_sync.integrations.process_client] connects in the process that
+first asks, and a forked child never sees its parent's clients: it forgets them (without closing: they are the parent's,
+and closing would touch sockets the parent still uses) and makes its own.
 
 The child forgets through the client's fork detection (``_runtime.after_fork``), which also gives it a fresh
 lock: a parent thread may have held the cache's lock at the moment of the fork, and that lock would stay held in
@@ -87,8 +87,8 @@ def process_client(settings: ConnectionSettings) -> Client:
 def close_process_clients() -> None:
     """Close this process's clients (at exit, in tests, or in a worker letting go of its connections).
 
-    A later :func:`process_client` connects again. A client that fails to close is logged and the others
-    are still closed.
+    A later [`process_client`][jetstream_sync.integrations.process_client] connects again. A client that fails to close
+    is logged and the others are still closed.
     """
     cache = _current()
     with cache.lock:

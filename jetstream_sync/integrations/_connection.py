@@ -4,12 +4,14 @@ Flask, Django and Spark all hold connection settings in places that outlive a co
 settings module, Spark's options) and connect later, in whatever process ends up doing the work: a gunicorn
 worker forked after the app was created, a Spark executor. So the settings are kept as file paths and
 strings (an ``ssl.SSLContext`` neither pickles nor hashes), hash as the key of the per-process client cache
-(``_clients.process_client``), and become a client only in :meth:`ConnectionSettings.connect`, the one
-connect implementation the integrations share.
+(``_clients.process_client``), and become a client only in
+[`ConnectionSettings.connect`][jetstream_sync.integrations.ConnectionSettings.connect], the one connect implementation
+the integrations share.
 
-:meth:`ConnectionSettings.from_mapping` reads a framework's settings dict (``JETSTREAM = {"SERVERS": ...}``
-in Django, ``JETSTREAM_SERVERS`` in Flask's config) and checks everything a connect would, up front, so a bad
-setting fails when the app starts, naming the setting as the user wrote it, rather than in the first request.
+[`ConnectionSettings.from_mapping`][jetstream_sync.integrations.ConnectionSettings.from_mapping] reads a framework's
+settings dict (``JETSTREAM = {"SERVERS": ...}`` in Django, ``JETSTREAM_SERVERS`` in Flask's config) and checks
+everything a connect would, up front, so a bad setting fails when the app starts, naming the setting as the user wrote
+it, rather than in the first request.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ __all__ = ["SETTING_KEYS", "ConnectionSettings", "redacted"]
 
 log = logging.getLogger("jetstream_sync.integrations")
 
-#: The keys :meth:`ConnectionSettings.from_mapping` reads, each naming the field of the same name in lower case.
+#: The keys `ConnectionSettings.from_mapping` reads, each naming the field of the same name in lower case.
 SETTING_KEYS: tuple[str, ...] = (
     "SERVERS",
     "NAME",
@@ -82,9 +84,10 @@ class ConnectionSettings:
     """How an integration connects: hashable (it keys the per-process client cache), secrets out of repr().
 
     Only values that survive a fork, a pickle and a hash are kept: file paths rather than an SSLContext,
-    which :meth:`tls_context` builds where the connection is made. Build it directly, or from a framework's
-    settings dict with :meth:`from_mapping`, which checks every value first. ``timeout`` is the default of
-    the client's blocking calls; ``connect_timeout`` bounds each connection attempt.
+    which [`tls_context`][jetstream_sync.integrations.ConnectionSettings.tls_context] builds where the connection is
+    made. Build it directly, or from a framework's settings dict with
+    [`from_mapping`][jetstream_sync.integrations.ConnectionSettings.from_mapping], which checks every value first.
+    ``timeout`` is the default of the client's blocking calls; ``connect_timeout`` bounds each connection attempt.
 
     A worker that may start before NATS (Kubernetes starts pods in any order) sets ``retry_on_failed_connect``:
     the client is made at once and connects in the background, with ``max_reconnect_attempts`` (-1: forever)
@@ -123,7 +126,7 @@ class ConnectionSettings:
     def from_mapping(cls, mapping: Mapping[str, object], *, source: str, prefix: str = "") -> ConnectionSettings:
         """Read a framework's settings dict: ``{"SERVERS": ..., "CREDENTIALS": ..., "TIMEOUT": ...}``.
 
-        The keys are :data:`SETTING_KEYS` (upper case, as Flask and Django settings are); ``SERVERS`` is
+        The keys are `SETTING_KEYS` (upper case, as Flask and Django settings are); ``SERVERS`` is
         required: a URL, a comma-separated string of URLs or a list of them. A ``None`` value counts as not
         set (``os.environ.get`` of a missing variable). Files must exist, timeouts are positive seconds (int,
         float or timedelta), and the whole is checked as a connect would check it (credentials files, TLS
@@ -133,8 +136,8 @@ class ConnectionSettings:
         With ``prefix`` (Flask's ``JETSTREAM_``) the keys are read as ``prefix + KEY`` from a mapping that
         holds other settings too, and only the keys starting with the prefix are checked.
 
-        Raises :class:`~jetstream_sync.errors.InvalidArgumentError` or
-        :class:`~jetstream_sync.errors.InvalidTypeError` whose ``field`` is that name, saying what to do.
+        Raises [`InvalidArgumentError`][jetstream_sync.errors.InvalidArgumentError] or
+        [`InvalidTypeError`][jetstream_sync.errors.InvalidTypeError] whose ``field`` is that name, saying what to do.
         """
         if not isinstance(mapping, Mapping):
             raise errors.InvalidTypeError(
@@ -221,7 +224,8 @@ class ConnectionSettings:
         return context
 
     def connect_options(self) -> ConnectOptions:
-        """The :class:`~jetstream_sync.ConnectOptions` these settings stand for, validated (naming attributes)."""
+        """The [`ConnectOptions`][jetstream_sync.ConnectOptions] these settings stand for, validated (naming
+        attributes)."""
         return ConnectOptions(
             servers=self.servers,
             name=self.name,
@@ -246,7 +250,7 @@ class ConnectionSettings:
         """A new connected client (each call makes one; integrations share them through ``process_client``).
 
         A bad value raises InvalidArgumentError naming the option as the user wrote it; a refused connection
-        raises what :func:`jetstream_sync.connect` raises (NoServersError, AuthorizationError)."""
+        raises what [`jetstream_sync.connect`][jetstream_sync.connect] raises (NoServersError, AuthorizationError)."""
         try:
             options = self.connect_options()
         except (errors.InvalidArgumentError, errors.InvalidTypeError) as exc:

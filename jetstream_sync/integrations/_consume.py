@@ -5,7 +5,7 @@ or SIGINT, then draining it.
 A worker command is the process: it must hand back the terminal's Ctrl-C and a deployment's SIGTERM as a clean
 drain (no more pulls, the buffered messages handled, their acks flushed to the server, exit 0), a second signal
 as "stop now", and a consume that ends by itself or a drain that outlasts its timeout as an error the framework
-reports in its own way (click's ``ClickException``, Django's ``CommandError``): :class:`CommandFailed`.
+reports in its own way (click's ``ClickException``, Django's ``CommandError``): `CommandFailed`.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ service gracefully (no new requests; the ones taken are finished and answered; e
 once (the connection closes: requests waiting and handlers still running are abandoned, their callers time out;
 exit 1), and a service that stops
 by itself or a stop that outlasts its timeout is an error the framework reports in its own way:
-:class:`~._consume.CommandFailed`.
+`CommandFailed`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ _POLL = 0.25
 
 
 def load_service(path: str) -> Service:
-    """The :class:`~jetstream_sync.services.Service` that ``path`` names: ``package.module:attribute`` or
+    """The [`Service`][jetstream_sync.services.Service] that ``path`` names: ``package.module:attribute`` or
     ``package.module.attribute``, a Service or a function of no arguments returning one (a factory).
     CommandFailed saying what is wrong otherwise."""
     if ":" in path:

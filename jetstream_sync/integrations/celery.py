@@ -1,5 +1,5 @@
-"""Celery: one client per worker process (:class:`JetStream`), and a result backend on a KV bucket
-(:class:`ResultBackend`).
+"""Celery: one client per worker process ([`JetStream`][jetstream_sync.integrations.celery.JetStream]), and a result
+backend on a KV bucket ([`ResultBackend`][jetstream_sync.integrations.celery.ResultBackend]).
 
     app = Celery("tasks", broker=...)
     app.conf.jetstream = {"SERVERS": ["nats://127.0.0.1:4222"], "NAME": "tasks"}
@@ -10,11 +10,12 @@
         jetstream.js.publish("orders.shipped", order_id.encode(), msg_id=order_id)
 
 Celery's prefork pool forks its worker processes from the main one, and a client inherited through fork() is
-unusable. So nothing connects when the app is made: :attr:`JetStream.client` connects in the process that first
-uses it (``process_client``), and each pool process gets its own. A pool process can end without running
-``atexit`` hooks (billiard leaves with ``os._exit``), which would drop publishes still buffered and acks not yet
-sent; so the extension closes the process's clients on ``worker_process_shutdown`` (and the main process's on
-``worker_shutdown``), which writes out what is buffered first.
+unusable. So nothing connects when the app is made:
+[`JetStream.client`][jetstream_sync.integrations.celery.JetStream.client] connects in the process that first uses it
+(``process_client``), and each pool process gets its own. A pool process can end without running ``atexit`` hooks
+(billiard leaves with ``os._exit``), which would drop publishes still buffered and acks not yet sent; so the extension
+closes the process's clients on ``worker_process_shutdown`` (and the main process's on ``worker_shutdown``), which
+writes out what is buffered first.
 
 The settings are the keys of ``ConnectionSettings.from_mapping`` (``SERVERS``, ``NAME``, ``CREDENTIALS``,
 ``TLS_CA_FILE``, ``TIMEOUT``, ...) in ``app.conf.jetstream`` (or the name given as ``setting``); they are
@@ -132,7 +133,8 @@ class ResultBackend(KeyValueStoreBackend):  # type: ignore[misc]
     - **Expiry**: each result is written with a per-key TTL of ``result_expires`` (nats-server 2.11+; before,
       the bucket's TTL is ``result_expires`` for all keys); a chord's parts keep theirs until the chord is done.
     - **Waiting**: ``AsyncResult.get()`` and a group's ``join_native`` are woken by the write itself (a notice
-      the writer publishes once the value is stored), not by polling; see :meth:`get_many`.
+      the writer publishes once the value is stored), not by polling; see
+      [`get_many`][jetstream_sync.integrations.celery.ResultBackend.get_many].
     - **Chords**: the counter of finished header tasks is incremented with compare-and-set (the revision of
       the key), so two parts finishing at once both count and exactly one of them runs the body.
     - Results are readable by any process connected to the same account: another worker, a web process.
@@ -220,15 +222,15 @@ class ResultBackend(KeyValueStoreBackend):  # type: ignore[misc]
         return [found[key].value if key in found else None for key in keys]
 
     def set(self, key: str, value: bytes | str) -> None:
-        """Store ``value`` with the TTL of ``result_expires``, then tell the waiters (:meth:`_notice`)."""
+        """Store ``value`` with the TTL of ``result_expires``, then tell the waiters (`_notice`)."""
         data = _bytes(value)
         self.bucket.put(key, data, ttl=self._ttl(self.expires))
         self._notice(key, data)
 
     def _notice(self, key: str, data: bytes) -> None:
-        """Tell the waiters of ``key`` (:meth:`get_many`) its new value: a core publish of the value to
-        ``_celery.<bucket>.<key>``, sent only once the server has stored the value, so that a waiter that
-        subscribed too late for the notice is sure to read the value."""
+        """Tell the waiters of ``key`` ([`get_many`][jetstream_sync.integrations.celery.ResultBackend.get_many]) its new
+        value: a core publish of the value to ``_celery.<bucket>.<key>``, sent only once the server has stored the
+        value, so that a waiter that subscribed too late for the notice is sure to read the value."""
         try:
             self.bucket.jetstream.client.publish(self._notice_subject(key), data)
         except errors.JetStreamError as exc:  # the waiters read it at their next re-read instead
@@ -321,7 +323,8 @@ class ResultBackend(KeyValueStoreBackend):  # type: ignore[misc]
         no_ack: bool = True,
         on_interval: Any = None,
     ) -> Any:
-        """The task's meta once it is ready, woken by its write (see :meth:`get_many`)."""
+        """The task's meta once it is ready, woken by its write (see
+        [`get_many`][jetstream_sync.integrations.celery.ResultBackend.get_many])."""
         self._ensure_not_eager()
         for _task_id, meta in self.get_many([task_id], timeout=timeout, interval=interval, on_interval=on_interval):
             return meta
@@ -345,13 +348,15 @@ class ResultBackend(KeyValueStoreBackend):  # type: ignore[misc]
         raises the header's exception, not the ``ChordError`` stored on the body a moment later (Celery's
         Redis backend does the same; its ``test_error_propagates_to_chord_from_*`` cases expect it).
 
-        How a waiter learns of a write: it subscribes to the keys' notices (:meth:`set` publishes one once the
-        value is stored), makes sure the server has the subscription (a flush), and only then reads the keys;
-        so a value is either read or noticed, never missed. This costs one SUB line and a read, where a KV
-        watch would have the server make and delete a consumer for every ``get()`` (measured: that took longer
-        than the whole task round trip). A notice can still fail to come (a worker that lost its connection
-        after storing, a cluster that had not yet spread the subscription): the keys are read again every
-        :data:`REREAD` seconds while waiting, so such a result arrives late rather than never."""
+        How a waiter learns of a write: it subscribes to the keys' notices
+        ([`set`][jetstream_sync.integrations.celery.ResultBackend.set] publishes one once the value is stored), makes
+        sure the server has the subscription (a flush), and only then reads the keys; so a value is either read or
+        noticed, never missed. This costs one SUB line and a read, where a KV watch would have the server make and
+        delete a consumer for every ``get()`` (measured: that took longer than the whole task round trip). A notice can
+        still fail to come (a worker that lost its connection after storing, a cluster that had not yet spread the
+        subscription): the keys are read again every [`REREAD`][jetstream_sync.integrations.celery.REREAD] seconds while
+        waiting, so such a result arrives late
+        rather than never."""
         ids = {str(t) for t in task_ids}
         for task_id in list(ids):
             cached = self._cache.get(task_id)

@@ -19,23 +19,26 @@ Install with ``pip install 'jetstream-sync[flask]'``::
 
         return app
 
-Settings are the keys of :data:`jetstream_sync.integrations.SETTING_KEYS` with the prefix ``JETSTREAM_``:
+Settings are the keys of `jetstream_sync.integrations.SETTING_KEYS` with the prefix ``JETSTREAM_``:
 ``JETSTREAM_SERVERS`` (required: a URL, a comma-separated string or a list), ``JETSTREAM_NAME`` (default:
 the app's import name), ``JETSTREAM_USER``/``JETSTREAM_PASSWORD``, ``JETSTREAM_TOKEN``,
 ``JETSTREAM_CREDENTIALS``, ``JETSTREAM_NKEY_SEED_FILE``, ``JETSTREAM_TLS_CA_FILE``,
 ``JETSTREAM_TLS_CERT_FILE``, ``JETSTREAM_TLS_KEY_FILE``, ``JETSTREAM_TLS_HOSTNAME``,
 ``JETSTREAM_CONNECT_TIMEOUT`` and ``JETSTREAM_TIMEOUT`` (seconds). ``app.config.from_prefixed_env()`` reads
-them from ``FLASK_JETSTREAM_SERVERS`` and so on. :meth:`JetStream.init_app` checks them all, so a bad setting
-fails when the app is created, naming it (``app.config['JETSTREAM_TIMEOUT']: must be > 0 seconds``).
+them from ``FLASK_JETSTREAM_SERVERS`` and so on.
+[`JetStream.init_app`][jetstream_sync.integrations.flask.JetStream.init_app] checks them all, so a bad setting fails
+when the app is created, naming it (``app.config['JETSTREAM_TIMEOUT']: must be > 0 seconds``).
 
 Nothing connects in ``init_app``: gunicorn and uWSGI create the app and then fork their workers, and a client
 inherited through fork() is unusable. The client is made on first use, in the worker that uses it, by
-:func:`jetstream_sync.integrations.process_client` (one per process and settings, shared by the worker's
-threads, closed when the process exits). Several apps, each with its own settings, may share one extension
-object: each app's settings live in ``app.extensions["jetstream"]`` and the current app's are used.
+[`jetstream_sync.integrations.process_client`][jetstream_sync.integrations.process_client] (one per process and
+settings, shared by the worker's threads, closed when the process exits). Several apps, each with its own settings, may
+share one extension object: each app's settings live in ``app.extensions["jetstream"]`` and the current app's are used.
 
-The command group ``flask jetstream`` is registered on the app; see :func:`consume_command` and
-:func:`service_command` (a NATS service of :mod:`jetstream_sync.services`, each handler in the app's context).
+The command group ``flask jetstream`` is registered on the app; see
+[`consume_command`][jetstream_sync.integrations.flask.consume_command] and
+[`service_command`][jetstream_sync.integrations.flask.service_command] (a NATS service of
+[`jetstream_sync.services`][jetstream_sync.services], each handler in the app's context).
 """
 
 from __future__ import annotations
@@ -75,7 +78,7 @@ __all__ = [
 
 log = logging.getLogger("jetstream_sync.flask")
 
-#: where :meth:`JetStream.init_app` keeps an app's settings: ``app.extensions["jetstream"]``
+#: where `JetStream.init_app` keeps an app's settings: ``app.extensions["jetstream"]``
 EXTENSION_KEY = "jetstream"
 #: Flask config keys carry this prefix before the names of ``SETTING_KEYS``
 CONFIG_PREFIX = "JETSTREAM_"
@@ -98,7 +101,8 @@ after_fork(_fresh_after_fork)
 
 
 def settings_of(app: Flask) -> ConnectionSettings:
-    """The connection settings :meth:`JetStream.init_app` checked for ``app``; RuntimeError if it was not run."""
+    """The connection settings [`JetStream.init_app`][jetstream_sync.integrations.flask.JetStream.init_app] checked for
+    ``app``; RuntimeError if it was not run."""
     settings = app.extensions.get(EXTENSION_KEY)
     if not isinstance(settings, ConnectionSettings):
         raise RuntimeError(
@@ -110,10 +114,11 @@ def settings_of(app: Flask) -> ConnectionSettings:
 class JetStream:
     """The Flask extension: ``JetStream(app)``, or ``JetStream()`` then ``init_app(app)`` in an app factory.
 
-    :attr:`client` and :attr:`js` belong to the current app (inside a request, a CLI command or an
-    ``app.app_context()``). Outside any app context they fall back to the app given to the constructor, so a
-    background thread of a single-app program can use them too; with ``init_app`` only, they need an app
-    context, as Flask's own ``current_app`` does.
+    [`client`][jetstream_sync.integrations.flask.JetStream.client] and
+    [`js`][jetstream_sync.integrations.flask.JetStream.js] belong to the current app (inside a request, a CLI command or
+    an ``app.app_context()``). Outside any app context they fall back to the app given to the constructor, so a
+    background thread of a single-app program can use them too; with ``init_app`` only, they need an app context, as
+    Flask's own ``current_app`` does.
     """
 
     def __init__(self, app: Flask | None = None) -> None:
@@ -157,8 +162,8 @@ class JetStream:
 
     @property
     def js(self) -> JetStreamContext:
-        """A JetStream context of :attr:`client`, one per client (so ``publish_async_complete`` covers every
-        publish_async of the process)."""
+        """A JetStream context of [`client`][jetstream_sync.integrations.flask.JetStream.client], one per client (so
+        ``publish_async_complete`` covers every publish_async of the process)."""
         client = self.client  # process_client ran check_process: after a C-level fork the lock is new
         with _contexts_lock:
             context = _contexts.get(client)

@@ -13,9 +13,10 @@ Flask request, say) into the worker that handled the message; every JetStream AP
 publish duration is the ack latency), the messages each consume holds pending for its handler, reconnects and
 missed heartbeats.
 
-Without :func:`instrument`, nothing here is imported by the client and the hot paths pay one attribute read
-(see ``jetstream_sync._telemetry``). Instrumentation covers every client of the process, those made before
-:func:`instrument` too; :func:`uninstrument` switches it off.
+Without [`instrument`][jetstream_sync.integrations.otel.instrument], nothing here is imported by the client and the hot
+paths pay one attribute read (see ``jetstream_sync._telemetry``). Instrumentation covers every client of the process,
+those made before [`instrument`][jetstream_sync.integrations.otel.instrument] too;
+[`uninstrument`][jetstream_sync.integrations.otel.uninstrument] switches it off.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def uninstrument() -> None:
 
 
 def is_instrumented() -> bool:
-    """Whether :func:`instrument` is in effect."""
+    """Whether [`instrument`][jetstream_sync.integrations.otel.instrument] is in effect."""
     return isinstance(_telemetry.ACTIVE, _OpenTelemetry)
 
 
@@ -74,7 +75,7 @@ def _version() -> str:
 
 
 class _OpenTelemetry:
-    """The :class:`jetstream_sync._telemetry.Telemetry` of OpenTelemetry: spans, propagation and instruments."""
+    """The `jetstream_sync._telemetry.Telemetry` of OpenTelemetry: spans, propagation and instruments."""
 
     def __init__(
         self, tracer_provider: trace.TracerProvider | None, meter_provider: metrics.MeterProvider | None

@@ -11,7 +11,7 @@ refuses the field), so the client keeps what it needs itself. Three read modes:
     before it, this client's own included.
 ``"read_your_writes"`` (the default)
     Any replica answers, and the answer is checked against what this client knows of the key: the revision it
-    last wrote or read there (:class:`KnownRevisions`). An older revision, or "not found" for a key it knows,
+    last wrote or read there (`KnownRevisions`). An older revision, or "not found" for a key it knows,
     is a replica behind; the read is asked again of the stream leader. So a client always sees its own
     completed writes and never goes back in time on a key (monotonic reads), at no cost while replicas keep up
     (one more round trip when one lags). Writes by other clients, completed before the read started, may still
@@ -22,7 +22,7 @@ refuses the field), so the client keeps what it needs itself. Three read modes:
     network partition: until a deposed leader notices it has lost its quorum it still answers, from what it
     had (see the reliability guide). All such reads load one server.
 
-Known revisions are per client, for :data:`KNOWN_KEYS` keys at most (the least recently used are forgotten
+Known revisions are per client, for `KNOWN_KEYS` keys at most (the least recently used are forgotten
 first), and shared by every handle of that client. They are filed under the stream's incarnation (its name and
 creation time): a bucket deleted and made anew starts its revisions at 1 again, and a handle that meets
 revisions below what it knows asks the stream's info, and moves on to the new incarnation when it finds one.
@@ -74,7 +74,7 @@ def check_read_mode(field: str, value: object) -> ReadMode:
 
 
 class Answer(NamedTuple):
-    """What :func:`read_checked` read: the message (None: "not found") and whether the stream leader said so."""
+    """What `read_checked` read: the message (None: "not found") and whether the stream leader said so."""
 
     stored: StoredMsg | None
     from_leader: bool
@@ -98,7 +98,7 @@ def read_checked(
 
 
 def incarnation_of(info: StreamInfo) -> str:
-    """The name under which :class:`KnownRevisions` files a stream's keys: its name and creation time, so a
+    """The name under which `KnownRevisions` files a stream's keys: its name and creation time, so a
     stream deleted and made anew under the same name (revisions from 1 again) is another stream to it."""
     return f"{info.config.name}@{info.created.isoformat()}"
 
@@ -122,7 +122,7 @@ class KnownRevisions:
         self._timed_out[(prefix, stream)] = time.monotonic()
 
     def doubtful(self, prefix: str, stream: str) -> bool:
-        """Whether a write of this client to ``stream`` went unanswered within :data:`DOUBT_WINDOW` seconds."""
+        """Whether a write of this client to ``stream`` went unanswered within `DOUBT_WINDOW` seconds."""
         when = self._timed_out.get((prefix, stream))
         return when is not None and time.monotonic() - when < DOUBT_WINDOW
 
@@ -154,7 +154,7 @@ _KNOWN_LOCK = threading.Lock()
 
 
 def known_revisions_of(client: Client) -> KnownRevisions:
-    """The :class:`KnownRevisions` of ``client`` (made on first use, gone with the client)."""
+    """The `KnownRevisions` of ``client`` (made on first use, gone with the client)."""
     known = _KNOWN.get(client)
     if known is None:
         with _KNOWN_LOCK:

@@ -7,10 +7,10 @@ answer for itself.
 The JetStream API level (ADR-44) is the server's own count of what its API knows: 1 in nats-server 2.11, 2 in
 2.12, 4 in 2.14, 5 in 2.15. A server of 2.12 or later advertises its level in INFO (``api_lvl``) and in the
 account info (``api.level``), and refuses a request whose ``Nats-Required-Api-Level`` header asks for more
-(err_code 10185, :class:`~jetstream_sync.errors.RequiredApiLevelError`). That header is checked by the server
-that *answers* (in a cluster, the meta leader or the stream's leader), which may be older than the one this
+(err_code 10185, [`RequiredApiLevelError`][jetstream_sync.errors.RequiredApiLevelError]). That header is checked by the
+server that *answers* (in a cluster, the meta leader or the stream's leader), which may be older than the one this
 client is connected to: so a stream or consumer whose config uses a newer feature is sent with the level that
-feature needs (:func:`stream_features`, :func:`consumer_features`), and an older server in the path refuses it
+feature needs (`stream_features`, `consumer_features`), and an older server in the path refuses it
 rather than creating it without the feature.
 """
 

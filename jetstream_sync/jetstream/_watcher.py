@@ -5,7 +5,7 @@ Both read their bucket's subjects through an ordered consumer, so they survive s
 a deleted consumer without skipping or repeating a change. The initial values are done when a delivered
 message has nothing pending after it, or, when the last of them vanish before delivery (aged out, purged,
 replaced), when the consumer finds out from the server (``CatchUpProbe``); the watcher asks it every half
-:data:`CATCH_UP_CHECK` while it waits for them. A subclass says how a message becomes an item and which items
+`CATCH_UP_CHECK` while it waits for them. A subclass says how a message becomes an item and which items
 to leave out.
 """
 

@@ -8,10 +8,10 @@ nats-server publishes them into the account, only when someone listens, on (``se
     $JS.EVENT.ADVISORY.STREAM.<KIND>.<stream>                    stream_action, stream_leader_elected, ...
     $JS.EVENT.ADVISORY.API                                       api_audit (and a few server-wide ones)
 
-How the arguments narrow that (see :func:`subjects_for`):
+How the arguments narrow that (see `subjects_for`):
 
 - nothing: both trees whole, ``$JS.EVENT.ADVISORY.>`` and ``$JS.EVENT.METRIC.>``, kinds this client does not
-  model included (as :class:`UnknownAdvisory`).
+  model included (as [`UnknownAdvisory`][jetstream_sync.models.UnknownAdvisory]).
 - ``stream``: the stream token of every stream and consumer event; account-wide events (the API audit) are left
   out, since their subject names no stream.
 - ``consumer``: consumer events only. A stream event's subject has no consumer token, and an event about the
@@ -278,7 +278,8 @@ def open_advisories(
     consumer: str | None = None,
     kinds: Iterable[AdvisoryKind | str] | None = None,
 ) -> Advisories:
-    """Validate the arguments, then subscribe (see :meth:`JetStream.advisories` and the module docstring)."""
+    """Validate the arguments, then subscribe (see [`JetStream.advisories`][jetstream_sync.JetStream.advisories] and the
+    module docstring)."""
     runtime = js.client.runtime
     if stream is not None:
         check_name("stream", stream)

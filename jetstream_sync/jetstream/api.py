@@ -1,6 +1,6 @@
 """JetStreamAPI: requests to the JetStream API (``$JS.API.>``), with typed errors, shared by the context and handles.
 
-Every management call (streams, consumers, account info, message get/delete) goes through :meth:`request`;
+Every management call (streams, consumers, account info, message get/delete) goes through `request`;
 it is public (``js.api``) so that an application can reach an API this client does not wrap yet, with the same
 error mapping, timeouts and domain handling.
 """
@@ -40,7 +40,7 @@ _IGNORE = _Ignore()
 class JetStreamAPI(ProcessLocal):
     """The JetStream API of one account or domain: ``prefix`` (``$JS.API`` or ``$JS.<domain>.API``), the
     default ``timeout`` of its requests, and ``retry``, the policy that carries an idempotent request through a
-    cluster election (see :mod:`jetstream_sync.jetstream.retry`)."""
+    cluster election (see `jetstream_sync.jetstream.retry`)."""
 
     def __init__(self, client: Client, prefix: str, timeout: float, retry: tenacity.Retrying | None = None) -> None:
         self.client = client
@@ -68,8 +68,9 @@ class JetStreamAPI(ProcessLocal):
         """One API request; the decoded JSON response, or the typed APIError the server answered with.
 
         A request that may be repeated safely (``idempotent``; by default judged from ``suffix``: reads, and
-        creates and updates that name what they make) is retried by :attr:`retry` when it meets an election
-        (ClusterUnavailableError, or no answer), every attempt and pause inside ``timeout``. Others are sent once.
+        creates and updates that name what they make) is retried by [`retry`][jetstream_sync.JetStreamAPI.retry] when it
+        meets an election (ClusterUnavailableError, or no answer), every attempt and pause inside ``timeout``. Others
+        are sent once.
 
         ``required_api_level`` (ADR-44) is sent as the ``Nats-Required-Api-Level`` header: the server that
         answers refuses the request unprocessed (RequiredApiLevelError) when its JetStream API level is lower.
@@ -139,10 +140,11 @@ class JetStreamAPI(ProcessLocal):
     async def request_io(
         self, suffix: str, body: dict[str, Any] | None = None, timeout: float | None = None
     ) -> dict[str, Any]:
-        """IO thread only: the same request as :meth:`request`, awaited on the client's loop.
+        """IO thread only: the same request as [`request`][jetstream_sync.JetStreamAPI.request], awaited on the client's
+        loop.
 
         For engines that live on the IO thread (an ordered consumer recreating its server-side consumer) and
-        must not block it. Raises what :meth:`request` raises.
+        must not block it. Raises what [`request`][jetstream_sync.JetStreamAPI.request] raises.
         """
         subject = self.subject(suffix)
         encode = reply_encoder(subject.encode(), None, api_payload(body))

@@ -82,7 +82,7 @@ class JetStream(KeyValueManager, ObjectStoreManager, ProcessLocal):
     ``publish``; the default tries 4 times over about 0.3 s. ``api_retry`` decides how an idempotent API
     request (an info, a list, a create that names what it makes) is retried when it meets a cluster election;
     the default retries ClusterUnavailableError and timeouts within the request's timeout
-    (:mod:`jetstream_sync.jetstream.retry`).
+    (`jetstream_sync.jetstream.retry`).
     """
 
     def __init__(
@@ -165,7 +165,7 @@ class JetStream(KeyValueManager, ObjectStoreManager, ProcessLocal):
 
     def counter(self, name: str) -> Counter:
         """The counters of stream ``name``, which must allow them (``StreamConfig(allow_msg_counter=True)``,
-        nats-server 2.12+); see :class:`Counter`."""
+        nats-server 2.12+); see [`Counter`][jetstream_sync.Counter]."""
         require_server(self.client.server_info, "counters", (2, 12, 0))
         stream = self.stream(name)
         if not stream.cached_info.config.allow_msg_counter:
@@ -401,8 +401,9 @@ class JetStream(KeyValueManager, ObjectStoreManager, ProcessLocal):
         The keywords ``msg_id``, ``expected_stream``, ``expected_last_sequence``,
         ``expected_last_subject_sequence`` (narrowed by ``expected_last_subject_sequence_subject``) and
         ``expected_last_msg_id`` (or ``options=PublishOptions(...)``)
-        add the stream-side checks of :class:`PublishOptions`; ``ttl``, ``schedule`` and ``trace_dest`` are
-        there too. With ``msg_id`` a publish retried after an error is stored once inside the duplicate window.
+        add the stream-side checks of [`PublishOptions`][jetstream_sync.PublishOptions]; ``ttl``, ``schedule`` and
+        ``trace_dest`` are there too. With ``msg_id`` a publish retried after an error is stored once inside the
+        duplicate window.
         """
         self._runtime.check_usable()
         seconds = check_timeout(timeout, self.timeout)
@@ -521,10 +522,10 @@ class JetStream(KeyValueManager, ObjectStoreManager, ProcessLocal):
     ) -> concurrent.futures.Future[PubAck]:
         """Publish without waiting; the future resolves with the PubAck or an error, always.
 
-        Takes the same checks as :meth:`publish`. At most ``max_pending`` publishes are in flight; past that
-        this call blocks (back-pressure) and raises PublishBackpressureError after ``stall_timeout``. A future
-        whose ack does not come within ``timeout`` fails with TimeoutError; on disconnect in-flight futures fail
-        with NotConnectedError. "No responders" (JetStream restarting, or no stream for the subject) is tried 4
+        Takes the same checks as [`publish`][jetstream_sync.JetStream.publish]. At most ``max_pending`` publishes are in
+        flight; past that this call blocks (back-pressure) and raises PublishBackpressureError after ``stall_timeout``.
+        A future whose ack does not come within ``timeout`` fails with TimeoutError; on disconnect in-flight futures
+        fail with NotConnectedError. "No responders" (JetStream restarting, or no stream for the subject) is tried 4
         times over about 0.35 s before the future fails with NoRespondersError.
         """
         self._runtime.check_usable()
@@ -547,7 +548,8 @@ class JetStream(KeyValueManager, ObjectStoreManager, ProcessLocal):
     def atomic_batch(self, *, batch_id: str | None = None, timeout: float | timedelta | None = None) -> AtomicBatch:
         """A batch of messages stored all together or not at all (ADR-50, nats-server 2.12+, on a stream with
         ``allow_atomic_publish``): ``with js.atomic_batch() as batch: batch.add(subject, data)``, then
-        ``batch.ack`` is the :class:`BatchAck`. See :class:`AtomicBatch`."""
+        ``batch.ack`` is the [`BatchAck`][jetstream_sync.models.BatchAck]. See
+        [`AtomicBatch`][jetstream_sync.AtomicBatch]."""
         return AtomicBatch(self, batch_id=batch_id, timeout=timeout)
 
     def fast_publisher(
@@ -560,8 +562,8 @@ class JetStream(KeyValueManager, ObjectStoreManager, ProcessLocal):
         error_handler: Callable[[BaseException], object] | None = None,
     ) -> FastPublisher:
         """A fast-ingest batch (nats-server 2.14+, a stream with ``allow_batched``): ``add`` streams messages
-        acknowledged every ``flow`` in bulk, ``commit`` / ``close`` end it with a :class:`BatchAck`. See
-        :class:`FastPublisher`."""
+        acknowledged every ``flow`` in bulk, ``commit`` / ``close`` end it with a
+        [`BatchAck`][jetstream_sync.models.BatchAck]. See [`FastPublisher`][jetstream_sync.FastPublisher]."""
         return FastPublisher(
             self,
             flow=flow,
@@ -669,7 +671,7 @@ class JetStream(KeyValueManager, ObjectStoreManager, ProcessLocal):
         headers naming the stream, consumer, sequence, subject, delivery count and reason; with ``delete``
         also remove them from ``stream``. Runs until ``stop()``. With ``durable`` (the default) the advisories
         are kept in a work-queue stream (``events_stream``, default ``DLQ_EVENTS_<stream>_<consumer>``), so
-        none is lost while no mover runs; see :class:`DeadLetters`."""
+        none is lost while no mover runs; see [`DeadLetters`][jetstream_sync.DeadLetters]."""
         return DeadLetters(self, stream, consumer, to=to, delete=delete, durable=durable, events_stream=events_stream)
 
     def advisories(
@@ -679,8 +681,8 @@ class JetStream(KeyValueManager, ObjectStoreManager, ProcessLocal):
         kinds: Iterable[AdvisoryKind | str] | None = None,
     ) -> Advisories:
         """Typed events from ``$JS.EVENT.ADVISORY.>`` and ``$JS.EVENT.METRIC.>``, narrowed to ``stream``,
-        ``consumer`` and ``kinds`` (:class:`AdvisoryKind` members or their values); use it as a context manager
-        and iterate (see :class:`Advisories`)."""
+        ``consumer`` and ``kinds`` ([`AdvisoryKind`][jetstream_sync.models.AdvisoryKind] members or their values); use
+        it as a context manager and iterate (see [`Advisories`][jetstream_sync.Advisories])."""
         return open_advisories(self, stream=stream, consumer=consumer, kinds=kinds)
 
 

@@ -19,9 +19,10 @@ messages at or after ``seq`` to the reply inbox, in sequence order, then end wit
 
 Observed on nats-server 2.15: deleted sequences are skipped; ``max_bytes`` counts payload bytes and stops after
 the message that reaches it (at least one message is sent); ``up_to_seq`` is ignored for a plain batch (it bounds
-``multi_last`` only), so :func:`direct_get_batch` enforces it here; nothing at or after ``seq`` is a single
-``404 Message Not Found`` and no EOB; a stream without ``allow_direct`` has no responder (``503``). A request
-without ``batch`` gets one message and no EOB, which is also what a server older than 2.11 sends back.
+``multi_last`` only), so [`direct_get_batch`][jetstream_sync.direct.direct_get_batch] enforces it here; nothing at or
+after ``seq`` is a single ``404 Message Not Found`` and no EOB; a stream without ``allow_direct`` has no responder
+(``503``). A request without ``batch`` gets one message and no EOB, which is also what a server older than 2.11 sends
+back.
 """
 
 from __future__ import annotations
@@ -200,7 +201,8 @@ def direct_get_batch_raw(
     max_bytes: int | None = None,
     timeout: float | None = None,
 ) -> DirectBatch:
-    """:func:`direct_get_batch` without the object building, plus the end-of-batch position.
+    """[`direct_get_batch`][jetstream_sync.direct.direct_get_batch] without the object building, plus the end-of-batch
+    position.
 
     For readers that convert to columnar data or loop over a range: continue from ``last_seq + 1`` until
     ``num_pending`` is 0 or ``last_seq`` passes the end of the range.
@@ -244,10 +246,10 @@ def direct_get_last_raw(
 ) -> list[RawStoredMsg]:
     """The last message stored on each of ``subjects`` (wildcards allowed), in stream order, as one snapshot.
 
-    ADR-31's ``multi_last``: one request per :data:`MULTI_LAST_LIMIT` matching subjects; when more are asked
-    for, the later requests are pinned to the sequence the first was answered at (``up_to_seq``), so the
-    result is the state at one moment. Subjects with no message are simply absent. nats-server 2.11+ and a
-    stream with ``allow_direct``.
+    ADR-31's ``multi_last``: one request per [`MULTI_LAST_LIMIT`][jetstream_sync.direct.MULTI_LAST_LIMIT] matching
+    subjects; when more are asked for, the later requests are pinned to the sequence the first was answered at
+    (``up_to_seq``), so the result is the state at one moment. Subjects with no message are simply absent. nats-server
+    2.11+ and a stream with ``allow_direct``.
     """
     if isinstance(subjects, str):
         raise errors.InvalidTypeError("subjects", "must be a sequence of subjects, not a str; use [subject]")
@@ -280,7 +282,8 @@ def direct_get_last(
     up_to_seq: int | None = None,
     timeout: float | None = None,
 ) -> list[StoredMsg]:
-    """:func:`direct_get_last_raw` as :class:`~jetstream_sync.StoredMsg` objects."""
+    """[`direct_get_last_raw`][jetstream_sync.direct.direct_get_last_raw] as
+    [`StoredMsg`][jetstream_sync.models.StoredMsg] objects."""
     return [_stored(m) for m in direct_get_last_raw(stream, subjects, up_to_seq=up_to_seq, timeout=timeout)]
 
 

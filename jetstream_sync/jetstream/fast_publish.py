@@ -12,7 +12,8 @@ arrives on one wildcard subscription of the publisher's inbox:
 - ``{"type":"ack","seq":N,"msgs":M}``: stored up to N; the next ack comes after M more (the server adapts M);
 - ``{"type":"gap","last_seq":E,"seq":R}``: sequence E never arrived (lost on the way);
 - ``{"type":"err","seq":N,"error":{...}}``: message N was refused (a failed ``expected_*`` check, ...);
-- the final ``{"stream":...,"seq":...,"batch":...,"count":...}`` (a :class:`BatchAck`) or an error.
+- the final ``{"stream":...,"seq":...,"batch":...,"count":...}`` (a [`BatchAck`][jetstream_sync.models.BatchAck]) or an
+  error.
 
 Flow control: ``add`` blocks while more than ``flow * max_outstanding_acks`` messages are unacknowledged; if
 no ack comes for a third of ``timeout`` it pings (the server answers with its latest ack), and after
@@ -66,7 +67,8 @@ class FastPubAck:
 
 class FastPublisher:
     """One fast-ingest batch (see the module docstring); made by ``js.fast_publisher()``. One thread adds and
-    commits at a time (calls are serialised); a ``with`` block ends it with :meth:`close`."""
+    commits at a time (calls are serialised); a ``with`` block ends it with
+    [`close`][jetstream_sync.FastPublisher.close]."""
 
     def __init__(
         self,
@@ -126,8 +128,8 @@ class FastPublisher:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        """End the batch (:meth:`close`). When the block raised, that exception goes on and a failure to end
-        the batch is only logged."""
+        """End the batch ([`close`][jetstream_sync.FastPublisher.close]). When the block raised, that exception goes on
+        and a failure to end the batch is only logged."""
         if exc_type is None:
             self.close()
             return
@@ -187,7 +189,8 @@ class FastPublisher:
         options: PublishOptions | None = None,
         **checks: Any,
     ) -> BatchAck:
-        """Send the last message and wait for the batch's :class:`BatchAck` (``batch_size`` messages stored)."""
+        """Send the last message and wait for the batch's [`BatchAck`][jetstream_sync.models.BatchAck] (``batch_size``
+        messages stored)."""
         with self._use:
             message = self._prepare(subject, data, headers, options, checks)
             if self._sent:

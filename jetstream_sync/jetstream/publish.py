@@ -113,7 +113,7 @@ class PublishOptions:
     expected_last_msg_id: str | None = attrs.field(default=None, validator=_optional_text)
     expected_last_subject_sequence_subject: str | None = attrs.field(default=None, validator=_optional_filter)
     ttl: float | str | None = attrs.field(default=None, converter=_message_ttl)
-    #: a message schedule (ADR-51, :class:`Schedule`): the stream publishes this message later to its target
+    #: a message schedule (ADR-51, `Schedule`): the stream publishes this message later to its target
     schedule: Schedule | None = attrs.field(default=None, validator=_optional_schedule)
     #: where the servers send this message's trace events (ADR-41, nats-server 2.11+): a subject, no wildcards
     trace_dest: str | None = attrs.field(default=None, validator=_optional_subject)

@@ -1,7 +1,7 @@
 """Retry policies: how a publish or a JetStream API request rides through a restart or a cluster election.
 
 Both policies are ``tenacity.Retrying`` objects a user can replace (``nc.jetstream(publish_retry=...,
-api_retry=...)``), and both are bounded by the call's one timeout: :func:`within_deadline` stops a policy
+api_retry=...)``), and both are bounded by the call's one timeout: `within_deadline` stops a policy
 before an attempt or a pause would end past it, so no retry ever makes a call outlast its timeout.
 
 What a retry may repeat is decided here too. An election shows as "JetStream system temporarily unavailable"
@@ -90,10 +90,10 @@ def is_transient_cluster_error(exc: BaseException) -> bool:
 
 
 def default_api_retry() -> tenacity.Retrying:
-    """Retry what an election looks like (:func:`is_transient_cluster_error`) 50 ms, 100 ms, ... 1 s apart, for
-    as long as the request's timeout lasts (the stop is the deadline :func:`within_deadline` adds).
+    """Retry what an election looks like (`is_transient_cluster_error`) 50 ms, 100 ms, ... 1 s apart, for
+    as long as the request's timeout lasts (the stop is the deadline `within_deadline` adds).
 
-    Applied only to idempotent requests (:func:`is_idempotent_api`); "no responders", which means JetStream is
+    Applied only to idempotent requests (`is_idempotent_api`); "no responders", which means JetStream is
     not there at all, is not retried.
     """
     return tenacity.Retrying(
@@ -123,7 +123,7 @@ def within_deadline(retry: tenacity.Retrying, deadline: float) -> tenacity.Retry
 
 
 def retry_within(retry: tenacity.Retrying, deadline: float, seconds: float, what: str, attempt: Callable[[], T]) -> T:
-    """Run ``attempt`` as ``retry`` says within ``deadline`` (:func:`within_deadline`). When the last attempt
+    """Run ``attempt`` as ``retry`` says within ``deadline`` (`within_deadline`). When the last attempt
     times out after others, the TimeoutError names the time the caller gave the call (``seconds``) and how many
     attempts were made, not the share of the timeout the last attempt had: "within 1.51s" after a 5 s wait
     sent people looking for a 1.5 s setting that does not exist."""

@@ -170,7 +170,8 @@ def _literal(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
 @attrs.frozen(kw_only=True)
 class Schedule:
     """When, and where to, the stream publishes a schedule message (see the module docstring). Build one with
-    :meth:`at`, :meth:`every` or :meth:`cron`; pass it as ``js.publish(..., schedule=...)``."""
+    [`at`][jetstream_sync.Schedule.at], [`every`][jetstream_sync.Schedule.every] or
+    [`cron`][jetstream_sync.Schedule.cron]; pass it as ``js.publish(..., schedule=...)``."""
 
     #: the ``Nats-Schedule`` value: ``@at <time>``, ``@every <interval>``, six cron fields or a predefined name
     pattern: str = attrs.field(converter=_pattern)

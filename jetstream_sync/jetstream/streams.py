@@ -76,7 +76,8 @@ class Stream(ProcessLocal):
 
         ``subjects_filter`` (wildcards allowed; ``>`` for all) fills ``state.subjects`` with the message count of
         every matching subject, and ``deleted_details`` fills ``state.deleted`` with the deleted sequences:
-        nats.go's ``WithSubjectFilter`` and ``WithDeletedDetails``. See :meth:`JetStream.stream_info`.
+        nats.go's ``WithSubjectFilter`` and ``WithDeletedDetails``. See
+        [`JetStream.stream_info`][jetstream_sync.JetStream.stream_info].
         """
         info = self.jetstream.stream_info(self.name, subjects_filter=subjects_filter, deleted_details=deleted_details)
         self.cached_info = info
@@ -85,8 +86,8 @@ class Stream(ProcessLocal):
         return info
 
     def leader(self) -> str | None:
-        """The name of the server leading the stream now: asks the server (a fresh :meth:`info`, which also
-        updates ``cached_info``). None when JetStream is not clustered, and while the stream elects a leader;
+        """The name of the server leading the stream now: asks the server (a fresh [`info`][jetstream_sync.Stream.info],
+        which also updates ``cached_info``). None when JetStream is not clustered, and while the stream elects a leader;
         ``info().cluster`` has the replicas and the rest."""
         return clustered_leader(self.info().cluster)
 
@@ -135,7 +136,7 @@ class Stream(ProcessLocal):
 
     def get_last_msg(self, subject: str, *, direct: bool | None = None, timeout: float | None = None) -> StoredMsg:
         """The last message stored on ``subject``; MessageNotFoundError when there is none. ``direct`` and
-        ``timeout`` as for :meth:`get_msg`."""
+        ``timeout`` as for [`get_msg`][jetstream_sync.Stream.get_msg]."""
         check_subject("subject", subject, wildcards=True)
         if self._use_direct(direct):
             return direct_get_one(self.jetstream.api, f"{self.name}.{subject}", None, timeout=timeout)
@@ -153,14 +154,15 @@ class Stream(ProcessLocal):
     ) -> list[StoredMsg]:
         """Up to ``batch`` messages stored at or after ``start_seq``, in order, optionally only on ``subjects``
         (wildcards allowed), up to ``up_to_seq``, and within ``max_bytes`` of payload. Needs ``allow_direct``
-        (NoRespondersError otherwise) and nats-server 2.11+; see :func:`jetstream_sync.direct.direct_get_batch`."""
+        (NoRespondersError otherwise) and nats-server 2.11+; see
+        [`jetstream_sync.direct.direct_get_batch`][jetstream_sync.direct.direct_get_batch]."""
         require_server(self.jetstream.client.server_info, "batched direct get", (2, 11, 0))
         return direct_get_batch(self, start_seq, batch, subjects=subjects, up_to_seq=up_to_seq, max_bytes=max_bytes)
 
     def get_last_msgs_for(self, subjects: Sequence[str], *, up_to_seq: int | None = None) -> list[StoredMsg]:
         """The last message on each subject matching ``subjects`` (wildcards allowed), in stream order, read
         at one moment (or as of ``up_to_seq``). Subjects with no message are absent. Needs ``allow_direct`` and
-        nats-server 2.11+; see :func:`jetstream_sync.direct.direct_get_last`."""
+        nats-server 2.11+; see [`jetstream_sync.direct.direct_get_last`][jetstream_sync.direct.direct_get_last]."""
         require_server(self.jetstream.client.server_info, "multi-subject direct get", (2, 11, 0))
         return direct_get_last(self, subjects, up_to_seq=up_to_seq)
 
@@ -186,11 +188,13 @@ class Stream(ProcessLocal):
 
     # -- consumers --------------------------------------------------------------------------------------
     def create_consumer(self, config: ConsumerConfig) -> Consumer:
-        """Create a pull consumer on this stream (see :meth:`JetStream.create_consumer`)."""
+        """Create a pull consumer on this stream (see
+        [`JetStream.create_consumer`][jetstream_sync.JetStream.create_consumer])."""
         return self.jetstream.create_consumer(self.name, config)
 
     def update_consumer(self, config: ConsumerConfig) -> Consumer:
-        """Update a pull consumer of this stream (see :meth:`JetStream.update_consumer`)."""
+        """Update a pull consumer of this stream (see
+        [`JetStream.update_consumer`][jetstream_sync.JetStream.update_consumer])."""
         return self.jetstream.update_consumer(self.name, config)
 
     def create_or_update_consumer(self, config: ConsumerConfig) -> Consumer:
@@ -198,7 +202,8 @@ class Stream(ProcessLocal):
         return self.jetstream.create_or_update_consumer(self.name, config)
 
     def create_push_consumer(self, config: ConsumerConfig) -> PushConsumer:
-        """Create a push consumer on this stream (see :meth:`JetStream.create_push_consumer`)."""
+        """Create a push consumer on this stream (see
+        [`JetStream.create_push_consumer`][jetstream_sync.JetStream.create_push_consumer])."""
         return self.jetstream.create_push_consumer(self.name, config)
 
     def update_push_consumer(self, config: ConsumerConfig) -> PushConsumer:
@@ -216,11 +221,13 @@ class Stream(ProcessLocal):
     def ordered_push_consumer(
         self, config: OrderedConsumerConfig | None = None, *, idle_heartbeat: float = 5.0
     ) -> OrderedPushConsumer:
-        """An ordered push consumer on this stream (see :meth:`JetStream.ordered_push_consumer`)."""
+        """An ordered push consumer on this stream (see
+        [`JetStream.ordered_push_consumer`][jetstream_sync.JetStream.ordered_push_consumer])."""
         return self.jetstream.ordered_push_consumer(self.name, config, idle_heartbeat=idle_heartbeat)
 
     def ordered_consumer(self, config: OrderedConsumerConfig | None = None) -> OrderedConsumer:
-        """An ordered read of this stream (see :meth:`JetStream.ordered_consumer`)."""
+        """An ordered read of this stream (see
+        [`JetStream.ordered_consumer`][jetstream_sync.JetStream.ordered_consumer])."""
         return self.jetstream.ordered_consumer(self.name, config)
 
     def consumer(self, name: str) -> Consumer:

@@ -320,7 +320,7 @@ def subscribe(
     consumer: str | None = None,
     error_cb: Callable[[BaseException], object] | None = None,
 ) -> JetStreamSubscription:
-    """See :meth:`JetStream.subscribe`."""
+    """See [`JetStream.subscribe`][jetstream_sync.JetStream.subscribe]."""
     js.client.runtime.check_usable()
     # -- arguments, all checked before anything is sent ---------------------------------------------------
     if subject is not None:
@@ -594,7 +594,7 @@ def pull_subscribe(
     *,
     bind: bool = False,
 ) -> PullSubscription:
-    """See :meth:`JetStream.pull_subscribe`."""
+    """See [`JetStream.pull_subscribe`][jetstream_sync.JetStream.pull_subscribe]."""
     js.client.runtime.check_usable()
     if subject is not None:
         check_subject("subject", subject, wildcards=True)

@@ -2,31 +2,44 @@
 
 Every model is a frozen attrs class whose field names are the server's JSON names, so the mapping is mostly
 identity. Fields that need translation say so in their metadata (``kind``: duration, datetime, enum, model...),
-and one generic pair, :func:`to_wire` / :func:`from_wire`, does all the work; there is no per-class JSON code.
+and one generic pair, [`to_wire`][jetstream_sync.models.to_wire] / [`from_wire`][jetstream_sync.models.from_wire], does
+all the work; there is no per-class JSON code.
 
 In Python, durations are float seconds and times are timezone-aware datetimes; on the wire they are integer
 nanoseconds and RFC 3339 strings. Keys the server sends that we do not model land in ``extra`` and are written
-back by :func:`to_wire`, so updating a config fetched from a newer server keeps what we do not know about.
-Decoding runs no client-side validation; ``_base`` explains why.
+back by [`to_wire`][jetstream_sync.models.to_wire], so updating a config fetched from a newer server keeps what we do
+not know about. Decoding runs no client-side validation; ``_base`` explains why.
 
 Info fields that Go omits when zero default to the Go zero value, because that is what an absent key means.
 
-Nested objects are models as well (a stream's :class:`Placement`, its mirror and sources as :class:`StreamSource`,
-the :class:`ClusterInfo` of an info). Where a config takes one, a dict in the server's JSON shape is accepted
-too, as it was before those types existed; it is decoded and checked like the model it stands for.
+Nested objects are models as well (a stream's [`Placement`][jetstream_sync.models.Placement], its mirror and sources as
+[`StreamSource`][jetstream_sync.models.StreamSource], the [`ClusterInfo`][jetstream_sync.models.ClusterInfo] of an
+info). Where a config takes one, a dict in the server's JSON shape is accepted too, as it was before those types
+existed; it is decoded and checked like the model it stands for.
 
 The types are split by API area, the way nats.go splits ``jetstream/stream_config.go`` and
 ``consumer_config.go``, so a change to one area's wire format is made and reviewed in one place:
 
 - ``_base``: the attrs base class, the generic mapping, time and duration conversions, shared validators.
-- ``stream``: stream policies, :class:`StreamConfig` (its :class:`RePublish` and :class:`StreamConsumerLimits`),
-  :class:`StreamInfo`, :class:`StreamState`, :class:`StoredMsg`, and mirrors and sources: :class:`StreamSource`,
-  :class:`SubjectTransform`, :class:`ExternalStream`, :class:`StreamConsumerSource`, :class:`StreamSourceInfo`.
-- ``cluster``: :class:`Placement`, and the :class:`ClusterInfo` and :class:`PeerInfo` streams and consumers report.
-- ``consumer``: consumer policies, :class:`ConsumerConfig`, :class:`ConsumerInfo`, :class:`SequenceInfo`.
-- ``account``: :class:`AccountInfo`, :class:`AccountLimits`, :class:`APIStats`.
-- ``publish``: :class:`PubAck`, :class:`BatchAck`.
-- ``advisory``: the typed ``$JS.EVENT`` advisories and metrics (:class:`Advisory` and its kinds).
+- ``stream``: stream policies, [`StreamConfig`][jetstream_sync.models.StreamConfig] (its
+  [`RePublish`][jetstream_sync.models.RePublish] and
+  [`StreamConsumerLimits`][jetstream_sync.models.StreamConsumerLimits]),
+  [`StreamInfo`][jetstream_sync.models.StreamInfo], [`StreamState`][jetstream_sync.models.StreamState],
+  [`StoredMsg`][jetstream_sync.models.StoredMsg], and mirrors and sources:
+  [`StreamSource`][jetstream_sync.models.StreamSource], [`SubjectTransform`][jetstream_sync.models.SubjectTransform],
+  [`ExternalStream`][jetstream_sync.models.ExternalStream],
+  [`StreamConsumerSource`][jetstream_sync.models.StreamConsumerSource],
+  [`StreamSourceInfo`][jetstream_sync.models.StreamSourceInfo].
+- ``cluster``: [`Placement`][jetstream_sync.models.Placement], and the
+  [`ClusterInfo`][jetstream_sync.models.ClusterInfo] and [`PeerInfo`][jetstream_sync.models.PeerInfo] streams and
+  consumers report.
+- ``consumer``: consumer policies, [`ConsumerConfig`][jetstream_sync.models.ConsumerConfig],
+  [`ConsumerInfo`][jetstream_sync.models.ConsumerInfo], [`SequenceInfo`][jetstream_sync.models.SequenceInfo].
+- ``account``: [`AccountInfo`][jetstream_sync.models.AccountInfo],
+  [`AccountLimits`][jetstream_sync.models.AccountLimits], [`APIStats`][jetstream_sync.models.APIStats].
+- ``publish``: [`PubAck`][jetstream_sync.models.PubAck], [`BatchAck`][jetstream_sync.models.BatchAck].
+- ``advisory``: the typed ``$JS.EVENT`` advisories and metrics ([`Advisory`][jetstream_sync.models.Advisory] and its
+  kinds).
 
 The key-value and object store models go here as well, as ``models/kv.py`` and ``models/object_store.py``,
 built on ``_base`` like the others and re-exported below.

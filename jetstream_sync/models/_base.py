@@ -5,17 +5,17 @@ It is kept apart from the models so each API area module holds only its own type
 object store) is a new module that reuses this instead of a change to it. Nothing here imports a model module,
 so the area modules import from here and never from each other's internals, and there is no import cycle.
 
-Decoding trusts the server: :func:`from_wire` builds instances with ``object.__new__`` and sets the slots
-directly, so no converter, validator or ``__attrs_post_init__`` runs. A value the server accepted can therefore
-never be rejected by a client-side rule, an enum value from a newer server stays a plain ``str``, and nothing
+Decoding trusts the server: [`from_wire`][jetstream_sync.models.from_wire] builds instances with ``object.__new__`` and
+sets the slots directly, so no converter, validator or ``__attrs_post_init__`` runs. A value the server accepted can
+therefore never be rejected by a client-side rule, an enum value from a newer server stays a plain ``str``, and nothing
 global is switched off (``attrs.validators.set_disabled`` is process-wide and would race with other threads).
 Validation runs only when user code calls ``__init__`` (or ``attrs.evolve``).
 Trusting the server's *values* is not trusting its *shapes*: a field whose JSON type is wrong (``"max_age":
 "x"``, ``"seq": "abc"``, an int past 64 bits, an object where a list goes) is a broken or hostile server, and
-:func:`from_wire` refuses it with :class:`~jetstream_sync.errors.ProtocolError` naming the field, rather than
-handing on a value that breaks later, far from its cause, as a builtin error. A dict a caller gives where a
-nested model goes (``StreamConfig(mirror={...})``) is the exception that proves it: :func:`_to_model` decodes it
-like a server answer and then builds it again through ``__init__``, so it meets the model's checks.
+[`from_wire`][jetstream_sync.models.from_wire] refuses it with [`ProtocolError`][jetstream_sync.errors.ProtocolError]
+naming the field, rather than handing on a value that breaks later, far from its cause, as a builtin error. A dict a
+caller gives where a nested model goes (``StreamConfig(mirror={...})``) is the exception that proves it: `_to_model`
+decodes it like a server answer and then builds it again through ``__init__``, so it meets the model's checks.
 
 The converters and validators here are the ones that depend only on the field they check (its name, default
 and metadata), so any model can use them; a rule that belongs to one field of one model lives beside that
@@ -313,7 +313,7 @@ def from_wire(cls: type[_M], data: Mapping[str, Any], *, shapes: bool = True) ->
     Unknown keys go to ``extra``. A missing, null or empty ([] / {}) key takes the field default, the mirror of
     to_wire leaving those out, so decoding what we encoded gives back an equal object. ``shapes``: refuse a value
     whose JSON type the field cannot take (a server's answer); off for a caller's dict, which ``__init__``'s
-    validators check with messages of their own (:func:`_to_model`).
+    validators check with messages of their own (`_to_model`).
     """
     if not isinstance(data, Mapping):
         raise InvalidTypeError(cls.__name__, f"expected a JSON object, got {type(data).__name__}")
@@ -347,9 +347,11 @@ class _Model:
 
     @classmethod
     def from_json(cls: type[_M], data: Mapping[str, Any]) -> _M:
+        """The model the server's JSON describes, built by [`from_wire`][jetstream_sync.models.from_wire]."""
         return from_wire(cls, data)
 
     def to_json(self) -> dict[str, Any]:
+        """The JSON object the server expects, written by [`to_wire`][jetstream_sync.models.to_wire]."""
         return to_wire(self)
 
 
@@ -424,7 +426,7 @@ def _to_model(cls: type[_M], field: str, value: object, where: str = "") -> _M:
 
 
 def _to_models(cls: type[_M], field: str, value: object) -> list[_M]:
-    """A list of nested models, each given as the model or as a dict (see :func:`_to_model`)."""
+    """A list of nested models, each given as the model or as a dict (see `_to_model`)."""
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
         shape = f"a list of {cls.__name__} (or of dicts in the server's JSON shape)"
         raise InvalidTypeError(field, f"must be {shape}, got {type(value).__name__}")

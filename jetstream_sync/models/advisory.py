@@ -9,8 +9,9 @@ zero value, an enum value from a newer server stays a ``str``). Two fields are n
 JSON, so nothing the server sent is lost even when a field is not modelled).
 
 The ``type`` field picks the class. A type this client does not model, or a payload that is not a JSON object,
-becomes an :class:`UnknownAdvisory` rather than an error: a newer server, or a stray publish on ``$JS.EVENT``,
-must never break a reader. :class:`AdvisoryKind` names the kinds a reader can ask for (``js.advisories(kinds=)``).
+becomes an [`UnknownAdvisory`][jetstream_sync.models.UnknownAdvisory] rather than an error: a newer server, or a stray
+publish on ``$JS.EVENT``, must never break a reader. [`AdvisoryKind`][jetstream_sync.models.AdvisoryKind] names the
+kinds a reader can ask for (``js.advisories(kinds=)``).
 """
 
 from __future__ import annotations
@@ -162,7 +163,7 @@ class MessageNaked(Advisory):
 
 @attrs.frozen(kw_only=True)
 class StreamAction(Advisory):
-    """A stream was created, updated or deleted (see :class:`AdvisoryAction`)."""
+    """A stream was created, updated or deleted (see [`AdvisoryAction`][jetstream_sync.models.AdvisoryAction])."""
 
     stream: str = ""
     action: AdvisoryAction | str = attrs.field(
@@ -184,7 +185,7 @@ class ConsumerAction(Advisory):
 @attrs.frozen(kw_only=True)
 class StreamLeaderElected(Advisory):
     """A clustered stream elected a leader (the server's name); ``replicas`` are its followers, as in
-    :class:`~jetstream_sync.models.ClusterInfo`. Only clustered JetStream sends it: a stream on a single,
+    [`ClusterInfo`][jetstream_sync.models.ClusterInfo]. Only clustered JetStream sends it: a stream on a single,
     non-clustered server has no election."""
 
     stream: str = ""
@@ -195,7 +196,8 @@ class StreamLeaderElected(Advisory):
 
 @attrs.frozen(kw_only=True)
 class ConsumerLeaderElected(Advisory):
-    """A clustered consumer elected a leader (clustered JetStream only, as :class:`StreamLeaderElected`)."""
+    """A clustered consumer elected a leader (clustered JetStream only, as
+    [`StreamLeaderElected`][jetstream_sync.models.StreamLeaderElected])."""
 
     stream: str = ""
     consumer: str = ""
@@ -263,7 +265,8 @@ def _unreadable(subject: str, data: bytes, why: str) -> UnknownAdvisory:
 
 def parse_advisory(subject: str, data: bytes) -> Advisory:
     """The typed event for one message on ``$JS.EVENT``. Never raises: whatever cannot be read as its type
-    (not JSON, not an object, a field of an unexpected shape) comes back as an :class:`UnknownAdvisory`."""
+    (not JSON, not an object, a field of an unexpected shape) comes back as an
+    [`UnknownAdvisory`][jetstream_sync.models.UnknownAdvisory]."""
     try:
         payload = json.loads(data)
     except (ValueError, UnicodeDecodeError, RecursionError):

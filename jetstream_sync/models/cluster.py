@@ -1,10 +1,12 @@
-"""Where a stream lives in clustered JetStream: the :class:`Placement` a stream asks for, and the
-:class:`ClusterInfo` (with a :class:`PeerInfo` per follower) the server reports in stream and consumer info.
+"""Where a stream lives in clustered JetStream: the [`Placement`][jetstream_sync.models.Placement] a stream asks for,
+and the [`ClusterInfo`][jetstream_sync.models.ClusterInfo] (with a [`PeerInfo`][jetstream_sync.models.PeerInfo] per
+follower) the server reports in stream and consumer info.
 
-They are a module of their own because streams and consumers both report a :class:`ClusterInfo`, and
-advisories report the same :class:`PeerInfo`; the stream and consumer modules import them from here.
+They are a module of their own because streams and consumers both report a
+[`ClusterInfo`][jetstream_sync.models.ClusterInfo], and advisories report the same
+[`PeerInfo`][jetstream_sync.models.PeerInfo]; the stream and consumer modules import them from here.
 
-What a server reports differs with how it runs, so :func:`clustered_leader` reads it in one place: a stream of
+What a server reports differs with how it runs, so `clustered_leader` reads it in one place: a stream of
 a clustered server names its cluster and (once elected) its leader; a stream of a single, non-clustered server
 names that server as leader but no cluster; a consumer of a non-clustered server reports no cluster at all.
 """
@@ -36,8 +38,8 @@ class Placement(_Model):
     ``tags`` (their ``server_tags``). Either may be left out.
 
     ``preferred`` (nats-server 2.11+) names the server to lead after a leader step-down; the server refuses it in
-    a stream's configuration (:class:`StreamConfig` says so before sending), and it is here because it is part
-    of the server's placement object.
+    a stream's configuration ([`StreamConfig`][jetstream_sync.models.StreamConfig] says so before sending), and it is
+    here because it is part of the server's placement object.
     """
 
     cluster: str | None = attrs.field(default=None, validator=_check_str)

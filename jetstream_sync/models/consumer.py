@@ -1,8 +1,10 @@
-"""Consumer types: the deliver, ack and replay policies, :class:`ConsumerConfig`, and the :class:`ConsumerInfo`
-the server reports with its :class:`SequenceInfo` positions.
+"""Consumer types: the deliver, ack and replay policies, [`ConsumerConfig`][jetstream_sync.models.ConsumerConfig], and
+the [`ConsumerInfo`][jetstream_sync.models.ConsumerInfo] the server reports with its
+[`SequenceInfo`][jetstream_sync.models.SequenceInfo] positions.
 
-The converters and validators for rules that only :class:`ConsumerConfig` has (the policy enums, ``backoff``,
-``sample_freq``, ``max_deliver``) live here beside it; the field-generic ones come from ``_base``.
+The converters and validators for rules that only [`ConsumerConfig`][jetstream_sync.models.ConsumerConfig] has (the
+policy enums, ``backoff``, ``sample_freq``, ``max_deliver``) live here beside it; the field-generic ones come from
+``_base``.
 """
 
 from __future__ import annotations
@@ -73,8 +75,8 @@ class AckPolicy(enum.Enum):
     """How a consumer's messages are acknowledged: each one (explicit), all up to one (all), or not at all (none).
 
     FLOW_CONTROL (nats-server 2.14+, ADR-60) is for the consumer a stream sources or mirrors through
-    (:class:`~jetstream_sync.models.StreamConsumerSource`): the sourcing server's answers to flow control
-    acknowledge everything it stored up to then, as ALL would. It needs a push consumer (``deliver_subject``)
+    ([`StreamConsumerSource`][jetstream_sync.models.StreamConsumerSource]): the sourcing server's answers to flow
+    control acknowledge everything it stored up to then, as ALL would. It needs a push consumer (``deliver_subject``)
     and no ``ack_wait``, ``backoff`` or ``max_deliver``; the server turns on flow control and a 1 s heartbeat.
     nats.go's ``AckFlowControlPolicy``.
     """

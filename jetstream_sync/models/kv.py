@@ -1,9 +1,11 @@
-"""Key-value types: :class:`KeyValueConfig` (what a bucket is made with), :class:`KeyValueEntry` (one value of a
-key), :class:`KeyValueOp` and :class:`KeyValueStatus`.
+"""Key-value types: [`KeyValueConfig`][jetstream_sync.models.KeyValueConfig] (what a bucket is made with),
+[`KeyValueEntry`][jetstream_sync.models.KeyValueEntry] (one value of a key),
+[`KeyValueOp`][jetstream_sync.models.KeyValueOp] and [`KeyValueStatus`][jetstream_sync.models.KeyValueStatus].
 
 A bucket is a stream (ADR-8): ``KV_<bucket>`` capturing ``$KV.<bucket>.>``, one subject per key, history as
-``max_msgs_per_subject``, the TTL as ``max_age``. :meth:`KeyValueConfig.stream_config` is that mapping, the
-same one nats.go and nats-py make, so a bucket created here is the bucket every other client expects.
+``max_msgs_per_subject``, the TTL as ``max_age``.
+[`KeyValueConfig.stream_config`][jetstream_sync.models.KeyValueConfig.stream_config] is that mapping, the same one
+nats.go and nats-py make, so a bucket created here is the bucket every other client expects.
 """
 
 from __future__ import annotations
@@ -90,9 +92,10 @@ class KeyValueConfig:
     (None: never); ``max_value_size`` and ``max_bytes`` are -1 for unlimited. ``limit_marker_ttl``
     (nats-server 2.11+) makes the server leave a marker, kept that long, when a value ends by the bucket's TTL
     and enables per-key TTLs (``create(..., ttl=)``, ``purge(..., ttl=)``). ``mirror`` and ``sources`` are
-    :class:`StreamSource` values (or dicts in the server's JSON shape), ``placement`` a :class:`Placement` (or
-    dict), ``republish`` a :class:`RePublish` (or dict); a source or mirror name without ``KV_`` means that
-    bucket, whose keys land under this bucket's.
+    [`StreamSource`][jetstream_sync.models.StreamSource] values (or dicts in the server's JSON shape), ``placement`` a
+    [`Placement`][jetstream_sync.models.Placement] (or dict), ``republish`` a
+    [`RePublish`][jetstream_sync.models.RePublish] (or dict); a source or mirror name without ``KV_`` means that bucket,
+    whose keys land under this bucket's.
 
     A source may also be a stream that is not a bucket (as in nats.go): give it ``subject_transforms`` that map
     its subjects into this bucket's keys, e.g. ``SubjectTransform(src="orders.*", dest="$KV.<bucket>.$1")``; a

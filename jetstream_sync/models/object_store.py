@@ -1,13 +1,14 @@
-"""Object store types (ADR-20): :class:`ObjectStoreConfig` (what a bucket is made with), :class:`ObjectMeta`
-(what a caller says about an object), :class:`ObjectInfo` (what the bucket records about it),
-:class:`ObjectLink` and :class:`ObjectStoreStatus`.
+"""Object store types (ADR-20): [`ObjectStoreConfig`][jetstream_sync.models.ObjectStoreConfig] (what a bucket is made
+with), [`ObjectMeta`][jetstream_sync.models.ObjectMeta] (what a caller says about an object),
+[`ObjectInfo`][jetstream_sync.models.ObjectInfo] (what the bucket records about it),
+[`ObjectLink`][jetstream_sync.models.ObjectLink] and [`ObjectStoreStatus`][jetstream_sync.models.ObjectStoreStatus].
 
 A bucket is a stream: ``OBJ_<bucket>`` capturing ``$O.<bucket>.C.>`` (the chunks, one subject per stored
 version of an object) and ``$O.<bucket>.M.>`` (one metadata message per object name, rolled up on every
-write). :meth:`ObjectStoreConfig.stream_config` is that mapping, the one nats.go and nats-py make, so a bucket
-made here is the bucket every other client expects. The metadata JSON is read and written by
-``jetstream/object_store/_meta.py``, not by the generic model mapping: its quirks (Go's zero time, headers as
-lists or strings, other clients' empty ``mtime``) are the object store's own.
+write). [`ObjectStoreConfig.stream_config`][jetstream_sync.models.ObjectStoreConfig.stream_config] is that mapping, the
+one nats.go and nats-py make, so a bucket made here is the bucket every other client expects. The metadata JSON is read
+and written by ``jetstream/object_store/_meta.py``, not by the generic model mapping: its quirks (Go's zero time,
+headers as lists or strings, other clients' empty ``mtime``) are the object store's own.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ __all__ = [
 OBJ_STREAM_PREFIX = "OBJ_"
 #: the chunk size every client uses unless the object's meta says otherwise (128 KiB)
 DEFAULT_CHUNK_SIZE = 128 * 1024
-#: the longest object name, in bytes of UTF-8 (see :func:`check_object_name`)
+#: the longest object name, in bytes of UTF-8 (see `check_object_name`)
 MAX_NAME_BYTES = 2048
 
 
@@ -143,7 +144,7 @@ def _headers(value: object) -> Any:
 
 
 def check_object_name(field: str, value: object) -> str:
-    """An object name: any non-empty str of at most :data:`MAX_NAME_BYTES` bytes in UTF-8.
+    """An object name: any non-empty str of at most `MAX_NAME_BYTES` bytes in UTF-8.
 
     Names are free-form (paths, spaces, any script) because they travel base64-encoded; the cap is there
     because the encoded name is part of the subjects a read and a write send, and nats-server closes a

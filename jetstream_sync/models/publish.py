@@ -1,4 +1,5 @@
-"""The publish acknowledgements: :class:`PubAck`, and :class:`BatchAck` for a committed batch.
+"""The publish acknowledgements: [`PubAck`][jetstream_sync.models.PubAck], and
+[`BatchAck`][jetstream_sync.models.BatchAck] for a committed batch.
 
 Apart from the stream types because it is the reply to a publish rather than part of the stream API, as nats.go
 keeps ``PubAck`` in ``jetstream/publish.go``; publishing code needs only this and the base.

@@ -1,20 +1,24 @@
-"""Stream types: the retention, discard, storage and compression policies, :class:`StreamConfig` (with its
-:class:`RePublish` and :class:`StreamConsumerLimits`), the :class:`StreamInfo` and :class:`StreamState` the server
-reports, and :class:`StoredMsg`; and what mirrors and sources are made of: :class:`StreamSource` (with
-:class:`SubjectTransform`, :class:`ExternalStream` and, for durable sourcing, :class:`StreamConsumerSource`) in a
-config, :class:`StreamSourceInfo` in an info.
+"""Stream types: the retention, discard, storage and compression policies,
+[`StreamConfig`][jetstream_sync.models.StreamConfig] (with its [`RePublish`][jetstream_sync.models.RePublish] and
+[`StreamConsumerLimits`][jetstream_sync.models.StreamConsumerLimits]), the
+[`StreamInfo`][jetstream_sync.models.StreamInfo] and [`StreamState`][jetstream_sync.models.StreamState] the server
+reports, and [`StoredMsg`][jetstream_sync.models.StoredMsg]; and what mirrors and sources are made of:
+[`StreamSource`][jetstream_sync.models.StreamSource] (with [`SubjectTransform`][jetstream_sync.models.SubjectTransform],
+[`ExternalStream`][jetstream_sync.models.ExternalStream] and, for durable sourcing,
+[`StreamConsumerSource`][jetstream_sync.models.StreamConsumerSource]) in a config,
+[`StreamSourceInfo`][jetstream_sync.models.StreamSourceInfo] in an info.
 
-:class:`StoredMsg` is here because it is a message read back out of a stream (``$JS.API.STREAM.MSG.GET`` and
-direct get), not a publish result. :class:`Placement` and :class:`ClusterInfo` live in ``cluster``, as consumers
-report a cluster too.
+[`StoredMsg`][jetstream_sync.models.StoredMsg] is here because it is a message read back out of a stream
+(``$JS.API.STREAM.MSG.GET`` and direct get), not a publish result. [`Placement`][jetstream_sync.models.Placement] and
+[`ClusterInfo`][jetstream_sync.models.ClusterInfo] live in ``cluster``, as consumers report a cluster too.
 
 ``placement``, ``mirror``, ``sources``, ``subject_transform``, ``republish`` and ``consumer_limits`` are typed,
 and each also takes a dict in the server's JSON shape (what callers passed before the types existed), decoded
 and then checked like the model (so a dict's durations are nanoseconds, as on the wire). nats.go's
 ``StreamSource.Domain`` is not a field: it is never sent (nats.go turns it into ``external``), so a config read
-back from the server could not hold it and would differ from the one given; :meth:`ExternalStream.for_domain`
-makes that ``external`` instead.
-The enum converters sit beside their enums because only :class:`StreamConfig` uses them.
+back from the server could not hold it and would differ from the one given;
+[`ExternalStream.for_domain`][jetstream_sync.models.ExternalStream.for_domain] makes that ``external`` instead.
+The enum converters sit beside their enums because only [`StreamConfig`][jetstream_sync.models.StreamConfig] uses them.
 """
 
 from __future__ import annotations
@@ -164,7 +168,8 @@ def _check_literal(_inst: object, attr: attrs.Attribute[Any], value: object) -> 
 class SubjectTransform(_Model):
     """Messages on subjects matching ``src`` get the subject ``dest`` (whose ``{{wildcard(1)}}`` or ``$1`` is
     the text src's first wildcard matched). A stream's ``subject_transform`` rewrites what it stores; in a
-    :class:`StreamSource` the transforms are also the filter: only messages matching some ``src`` are taken."""
+    [`StreamSource`][jetstream_sync.models.StreamSource] the transforms are also the filter: only messages matching some
+    ``src`` are taken."""
 
     src: str = attrs.field(validator=_check_transform_src)
     dest: str = attrs.field(validator=_check_transform_dest)
@@ -231,7 +236,8 @@ class StreamSource(_Model):
     ``opt_start_seq`` or ``opt_start_time`` (one of them). Which messages: all, those on ``filter_subject``, or
     those matching a ``subject_transforms`` source, renamed to its destination (one of the two). With
     ``consumer`` (nats-server 2.14+) it is read through that durable consumer (see
-    :class:`StreamConsumerSource`), which then decides where to start and what to filter.
+    [`StreamConsumerSource`][jetstream_sync.models.StreamConsumerSource]), which then decides where to start and what to
+    filter.
     """
 
     name: str = attrs.field(validator=_check_name)
@@ -277,7 +283,7 @@ class StreamSourceInfo(_Model):
 
     ``lag`` is how many messages it is behind (reliable only while it is active); ``active`` the seconds since it
     last heard from the stream it reads, None when it never has; ``error`` the server's error object when it
-    cannot read that stream (``api_error`` is it as an :class:`~jetstream_sync.errors.APIError`). The filter,
+    cannot read that stream (``api_error`` is it as an [`APIError`][jetstream_sync.errors.APIError]). The filter,
     transforms and ``external`` are the ones configured.
     """
 

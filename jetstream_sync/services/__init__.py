@@ -17,12 +17,13 @@
         ...                                   # served until the block ends: a graceful stop
 
 Any NATS services client finds and calls it: ``nats micro ls``, nats.go, nats.js's ``Svcm.client()``, nats-py, and
-:class:`ServiceClient` here, which finds theirs too. A handler's return value is the reply; a
-:class:`ServiceError` it raises becomes the ``Nats-Service-Error`` / ``Nats-Service-Error-Code`` headers; anything
-else it raises is logged and answered ``500``. Handlers run on the service's worker threads, never on the
-client's IO thread; a full endpoint answers ``503`` at once; PING, INFO and STATS are answered by the IO thread,
-so discovery stays prompt when every handler is busy. The services guide (docs/guides/services.md) explains
-each part; ``manage.py jetstream_service`` and ``flask jetstream service`` run a service as a process.
+[`ServiceClient`][jetstream_sync.services.ServiceClient] here, which finds theirs too. A handler's return value is the
+reply; a [`ServiceError`][jetstream_sync.services.ServiceError] it raises becomes the ``Nats-Service-Error`` /
+``Nats-Service-Error-Code`` headers; anything else it raises is logged and answered ``500``. Handlers run on the
+service's worker threads, never on the client's IO thread; a full endpoint answers ``503`` at once; PING, INFO and STATS
+are answered by the IO thread, so discovery stays prompt when every handler is busy. The services guide
+(docs/guides/services.md) explains each part; ``manage.py jetstream_service`` and ``flask jetstream service`` run a
+service as a process.
 """
 
 from __future__ import annotations

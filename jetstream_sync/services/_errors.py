@@ -29,9 +29,9 @@ class ServiceError(errors.JetStreamError):
     by default); the endpoint's stats count an error. It is deliberate, so it is not logged. Anything else a
     handler raises answers ``500`` with the exception's class name, and is logged with its traceback.
 
-    :meth:`ServiceClient.request` raises it when a reply carries those headers, whoever the service is (ours,
-    nats.go's, nats.js's or nats-py's micro). The description is one line of at most 1,024 characters (CR and LF
-    become spaces): it travels as a header value.
+    [`ServiceClient.request`][jetstream_sync.services.ServiceClient.request] raises it when a reply carries those
+    headers, whoever the service is (ours, nats.go's, nats.js's or nats-py's micro). The description is one line of at
+    most 1,024 characters (CR and LF become spaces): it travels as a header value.
     """
 
     def __init__(self, code: int, description: str, data: bytes = b"") -> None:

@@ -3,7 +3,7 @@
 Who runs what (docs/ARCHITECTURE.md, "Threads and ownership"):
 
 - **The IO thread** receives every request and discovery request through fast handlers. A request is offered to
-  the instance's :class:`~jetstream_sync._dispatch.LanePool` (its endpoint's lane); when the lane is full (its
+  the instance's `LanePool` (its endpoint's lane); when the lane is full (its
   ``max_pending`` requests or ``max_pending_bytes`` wait) or the instance is stopping, the IO thread answers at
   once with a 503 error reply, built from bytes made in advance: no user code, no wait. PING and INFO are
   answered from bytes made in advance too, and STATS from the counters (a short lock), so discovery is prompt
@@ -110,11 +110,14 @@ _STOPPING = ServiceError(503, "the service is stopping")
 
 
 class ServiceInstance:
-    """A service running on a client (made by :meth:`Service.start`); ``id`` tells it from other instances.
+    """A service running on a client (made by [`Service.start`][jetstream_sync.services.Service.start]); ``id`` tells it
+    from other instances.
 
     Discovery is answered by the client's IO thread and requests are handled by the instance's worker threads
-    (see the module docstring). Use it as a context manager, or call :meth:`stop`; :meth:`wait` blocks until it
-    stopped (for whatever reason: ``stop()``, a handler's SystemExit, the client's close, kept in ``error``).
+    (see the module docstring). Use it as a context manager, or call
+    [`stop`][jetstream_sync.services.ServiceInstance.stop]; [`wait`][jetstream_sync.services.ServiceInstance.wait]
+    blocks until it stopped (for whatever reason: ``stop()``, a handler's SystemExit, the client's close, kept in
+    ``error``).
     """
 
     def __init__(
@@ -422,8 +425,8 @@ class ServiceInstance:
 
     def stats(self) -> ServiceStats:
         """What this instance answers to STATS now: each endpoint's counters since the start or the last
-        :meth:`reset`. With a stats handler, it runs on the calling thread for each endpoint (what it raises is
-        logged and that endpoint's ``data`` is None)."""
+        [`reset`][jetstream_sync.services.ServiceInstance.reset]. With a stats handler, it runs on the calling thread
+        for each endpoint (what it raises is logged and that endpoint's ``data`` is None)."""
         with self._stats_lock:
             endpoints = [live.stats() for live in list(self._live)]
             started = self.started

@@ -1,5 +1,5 @@
-"""What a handler gets (:class:`Request`) and what it may return (bytes, str, a dict or list as JSON, None, or a
-:class:`Response` with headers), and how that becomes the reply."""
+"""What a handler gets ([`Request`][jetstream_sync.services.Request]) and what it may return (bytes, str, a dict or list
+as JSON, None, or a [`Response`][jetstream_sync.services.Response] with headers), and how that becomes the reply."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ class Response:
 
 
 #: what a handler may return: the reply's body (bytes as they are, str as UTF-8, dict or list as JSON, None for
-#: an empty reply) or a :class:`Response` with headers
+#: an empty reply) or a `Response` with headers
 Reply = Union[bytes, bytearray, memoryview, str, dict[str, Any], list[Any], None, Response]  # noqa: UP007 - an alias
 
 

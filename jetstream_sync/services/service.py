@@ -1,8 +1,9 @@
 """Service, Group and Endpoint: a service's definition, written once at import time as a Flask app is.
 
-A definition holds no connection: :meth:`Service.start` runs it on a client and returns the running
-:class:`~jetstream_sync.services.ServiceInstance` (one definition may run several instances, each with its own
-id). So a module can define a service and a management command, a test or a ``__main__`` block can run it.
+A definition holds no connection: [`Service.start`][jetstream_sync.services.Service.start] runs it on a client and
+returns the running [`ServiceInstance`][jetstream_sync.services.ServiceInstance] (one definition may run several
+instances, each with its own id). So a module can define a service and a management command, a test or a ``__main__``
+block can run it.
 """
 
 from __future__ import annotations
@@ -103,9 +104,9 @@ class Group:
         """Decorator: the function becomes an endpoint's handler, and is returned unchanged.
 
         ``name`` defaults to the function's name; ``subject`` to the name (under the group's prefix);
-        ``queue_group`` None inherits the group's ("q" by default), "" means none. See :class:`Endpoint` for
-        the limits. Everything is checked here, when the module is imported: InvalidArgumentError or
-        InvalidTypeError naming the argument.
+        ``queue_group`` None inherits the group's ("q" by default), "" means none. See
+        [`Endpoint`][jetstream_sync.services.Endpoint] for the limits. Everything is checked here, when the module is
+        imported: InvalidArgumentError or InvalidTypeError naming the argument.
         """
         if name is not None and not isinstance(name, str):
             raise errors.InvalidTypeError(

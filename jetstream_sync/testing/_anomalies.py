@@ -19,8 +19,9 @@ rejected (or could not decide in time). Two explanations:
   one began) or by the revisions the server reported. A rejected key none of these rules explains gets one
   ``unclassified`` anomaly carrying the window.
 
-:class:`Anomaly` is also what the queue and watcher checkers (``_queue_checker.py``, ``_watch_checker.py``)
-report; their kinds are listed here with the register's, so that every report names them the same way.
+[`Anomaly`][jetstream_sync.testing.Anomaly] is also what the queue and watcher checkers (``_queue_checker.py``,
+``_watch_checker.py``) report; their kinds are listed here with the register's, so that every report names them the same
+way.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """EmbeddedCluster: several EmbeddedServers routed into one JetStream cluster on loopback, for tests.
 
-Each node is an :class:`EmbeddedServer` named ``n1``, ``n2``, ... with its own store and ports. Routes do not
-go straight from node to node: every ordered pair (a -> b) has its own FaultProxy in front of b's route port,
-and a's route list names that proxy. So one node can be cut off from all the others (``partition(i)``, undone
-by ``heal(i)``) while it keeps serving its clients, as in a real network partition; a plain forwarding proxy
+Each node is an [`EmbeddedServer`][jetstream_sync.testing.EmbeddedServer] named ``n1``, ``n2``, ... with its own store
+and ports. Routes do not go straight from node to node: every ordered pair (a -> b) has its own FaultProxy in front of
+b's route port, and a's route list names that proxy. So one node can be cut off from all the others (``partition(i)``,
+undone by ``heal(i)``) while it keeps serving its clients, as in a real network partition; a plain forwarding proxy
 costs the routes nothing measurable.
 
 Who leads what comes from the JetStream API (stream and consumer info), asked through a client of this
@@ -11,8 +11,9 @@ package connected to every node, so a node going down does not blind the helper.
 
 ``sync_interval`` is the nodes' fsync setting (nats-server's ``jetstream { sync_interval }``): ``"always"`` makes a
 node flush every write to disk before it acknowledges it, a duration (``"10s"``) how often it flushes at the
-latest; None leaves the server's default (every 2 minutes). :meth:`EmbeddedCluster.fsync` says what the running
-nodes report, which is what a test of durability should print with its results.
+latest; None leaves the server's default (every 2 minutes).
+[`EmbeddedCluster.fsync`][jetstream_sync.testing.EmbeddedCluster.fsync] says what the running nodes report, which is
+what a test of durability should print with its results.
 
     with EmbeddedCluster(size=3) as cluster:
         nc = connect(cluster.urls)
@@ -78,7 +79,8 @@ class ClusterError(JetStreamError, RuntimeError):
 
 
 class StepDownError(ClusterError):
-    """:meth:`EmbeddedCluster.step_down` (or ``step_down_consumer``) saw no other node lead within its timeout.
+    """[`EmbeddedCluster.step_down`][jetstream_sync.testing.EmbeddedCluster.step_down] (or ``step_down_consumer``) saw
+    no other node lead within its timeout.
 
     ``target`` names what was asked to change leader (``stream 'S'``, ``consumer 'S' > 'C'``); ``old`` is the
     index of the leader asked to step down (None: no leader was found to ask); ``leader`` the leader the cluster
@@ -328,7 +330,7 @@ class EmbeddedCluster:
     # -- partitions -------------------------------------------------------------------------------------------
     def partition(self, i: int) -> None:
         """Cut node ``i`` off from the other nodes (its clients still reach it): its routes are closed and new
-        ones refused until :meth:`heal`."""
+        ones refused until [`heal`][jetstream_sync.testing.EmbeddedCluster.heal]."""
         i = self._index(i)
         for proxy in self._route_proxies_of(i):
             proxy.refuse(True)
@@ -524,7 +526,7 @@ class EmbeddedCluster:
         return "accepted"
 
     def _look(self, info: str, deadline: float) -> _LeaderView:
-        """One look at who leads (see :class:`_LeaderView`); nobody while no one answers or the answer names no
+        """One look at who leads (see `_LeaderView`); nobody while no one answers or the answer names no
         leader, as during an election."""
         try:
             body = self._api(info, min(_LOOK_TIMEOUT, max(_POLL, deadline - time.monotonic())))

@@ -21,8 +21,10 @@ Two families of operations share one history, so that one run's faults line up w
   PubAck named, its ``msg_id``), and the observations of readers: ``receive`` (a message a reader got: the reader,
   how it read, the stream sequence, the delivery count) and ``watch`` (a key-value entry a watcher got: the key,
   its value, its revision). An observation happened when it was recorded: it is complete at once
-  (:meth:`History.observe`, or :meth:`History.received` and :meth:`History.watched` given the message or entry).
-  ``check_queue`` and ``check_watches`` judge them.
+  ([`History.observe`][jetstream_sync.testing.History.observe], or
+  [`History.received`][jetstream_sync.testing.History.received] and
+  [`History.watched`][jetstream_sync.testing.History.watched] given the message or entry). ``check_queue`` and
+  ``check_watches`` judge them.
 
 Every operation records the thread that ran it, besides its process.
 
@@ -151,7 +153,8 @@ class Operation:
 
     @classmethod
     def from_json(cls, body: dict[str, Any]) -> Operation:
-        """The operation a :meth:`to_json` object describes; InvalidArgumentError for an unknown field."""
+        """The operation a [`to_json`][jetstream_sync.testing.Operation.to_json] object describes; InvalidArgumentError
+        for an unknown field."""
         fields = {k: v for k, v in body.items() if k != "type"}
         unknown = set(fields) - {a.name for a in attrs.fields(cls)}
         if unknown:
@@ -196,8 +199,9 @@ class HistoryEvent:
 
 
 class PendingOperation:
-    """An invoked operation waiting for its outcome; complete it exactly once with :meth:`ok`, :meth:`fail` or
-    :meth:`info`. Thread-safe, though one thread normally owns it."""
+    """An invoked operation waiting for its outcome; complete it exactly once with
+    [`ok`][jetstream_sync.testing.PendingOperation.ok], [`fail`][jetstream_sync.testing.PendingOperation.fail] or
+    [`info`][jetstream_sync.testing.PendingOperation.info]. Thread-safe, though one thread normally owns it."""
 
     def __init__(self, history: History, index: int, template: Operation) -> None:
         self._history = history
@@ -242,11 +246,14 @@ class History:
     """A thread-safe, append-only record of operations (on key-value registers, queues and their watchers), and
     of the faults around them.
 
-    Any number of threads call :meth:`invoke` and complete what it returns, or record what a reader saw with
-    :meth:`observe` (:meth:`received`, :meth:`watched`); :attr:`operations` is a snapshot in invocation order in
-    which operations still pending count as ``info`` (open). :meth:`save` and :meth:`load` keep a history as JSON
-    lines. ``operations`` and ``events`` given to the constructor make one from a saved or hand-made list (the
-    unit tests of the checkers do that).
+    Any number of threads call [`invoke`][jetstream_sync.testing.History.invoke] and complete what it returns, or record
+    what a reader saw with [`observe`][jetstream_sync.testing.History.observe]
+    ([`received`][jetstream_sync.testing.History.received], [`watched`][jetstream_sync.testing.History.watched]);
+    [`operations`][jetstream_sync.testing.History.operations] is a snapshot in invocation order in which operations
+    still pending count as ``info`` (open). [`save`][jetstream_sync.testing.History.save] and
+    [`load`][jetstream_sync.testing.History.load] keep a history as JSON lines. ``operations`` and ``events`` given to
+    the constructor make one from a saved or hand-made list (the unit
+    tests of the checkers do that).
     """
 
     def __init__(self, operations: Iterable[Operation] = (), events: Iterable[HistoryEvent] = ()) -> None:
@@ -294,7 +301,7 @@ class History:
         """Record that ``process`` now starts ``kind`` on ``key`` (the clock is read here, before the call is
         made); complete the returned handle when the call returns. A ``publish`` names its stream as ``key``,
         the message as ``value`` and its ``msg_id`` if it has one. Observations (``receive``, ``watch``) are
-        recorded with :meth:`observe` instead."""
+        recorded with [`observe`][jetstream_sync.testing.History.observe] instead."""
         if kind in OBSERVATIONS:
             raise InvalidArgumentError("kind", f"a {kind} is an observation: record it with History.observe")
         if kind != "read" and value is None:
@@ -442,7 +449,8 @@ class History:
 
     @classmethod
     def load(cls, path: str | Path) -> History:
-        """A history written by :meth:`save`; InvalidArgumentError names the first line that is not one."""
+        """A history written by [`save`][jetstream_sync.testing.History.save]; InvalidArgumentError names the first line
+        that is not one."""
         operations: list[Operation] = []
         events: list[HistoryEvent] = []
         with open(path, encoding="utf-8") as f:

@@ -1,15 +1,16 @@
 """KVWorkload: a Jepsen-style key-value test of this client against a real cluster under faults.
 
 Threads share a few client connections and, for a set duration, read, write and compare-and-set a few keys of a
-replicated bucket (R3 by default), each operation recorded in a :class:`History`; ``watchers`` threads watch every
-key meanwhile, each entry they get recorded too. A :class:`Nemesis` pauses, kills, restarts and partitions nodes
-and makes the bucket's leader step down. Then the cluster is healed, every connection reads every key a last time
-(so a write lost in a failover shows), the watchers catch up with the bucket, and :func:`check_history` (and
-:func:`check_watches`) judge the history.
+replicated bucket (R3 by default), each operation recorded in a [`History`][jetstream_sync.testing.History];
+``watchers`` threads watch every key meanwhile, each entry they get recorded too. A
+[`Nemesis`][jetstream_sync.testing.Nemesis] pauses, kills, restarts and partitions nodes and makes the bucket's leader
+step down. Then the cluster is healed, every connection reads every key a last time (so a write lost in a failover
+shows), the watchers catch up with the bucket, and [`check_history`][jetstream_sync.testing.check_history] (and
+[`check_watches`][jetstream_sync.testing.check_watches]) judge the history.
 
-It is a part of a :class:`ClusterWorkload` (``_runner.py``), which runs it alone (:meth:`KVWorkload.run`) or beside
-other parts on the same cluster, clients and nemesis; as a part, its run parameters (duration, faults, seed,
-connections...) are the ClusterWorkload's.
+It is a part of a [`ClusterWorkload`][jetstream_sync.testing.ClusterWorkload] (``_runner.py``), which runs it alone
+([`KVWorkload.run`][jetstream_sync.testing.KVWorkload.run]) or beside other parts on the same cluster, clients and
+nemesis; as a part, its run parameters (duration, faults, seed, connections...) are the ClusterWorkload's.
 
 Every write writes a value never written before (``t<thread>-<n>``), which is what lets the checker say which
 value is older and which write a read saw. A compare-and-set reads the key first and updates it only if its
@@ -75,8 +76,9 @@ _WATCH_POLL = 0.5  # a watcher looks at its stop flag this often while no entry 
 
 @attrs.frozen(kw_only=True)
 class KVWorkloadResult:
-    """What a :meth:`KVWorkload.run` did and found: the ``history``, the checker's ``check``, the ``read`` mode,
-    the ``faults`` applied, how long the workload ran (``seconds``, without setup and the final reads)."""
+    """What a [`KVWorkload.run`][jetstream_sync.testing.KVWorkload.run] did and found: the ``history``, the checker's
+    ``check``, the ``read`` mode, the ``faults`` applied, how long the workload ran (``seconds``, without setup and the
+    final reads)."""
 
     history: History
     check: CheckResult

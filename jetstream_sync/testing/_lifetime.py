@@ -6,7 +6,7 @@ endings that skip both would leave a nats-server running, re-parented to PID 1, 
 
 - **A signal whose default action ends the process**: SIGTERM (a supervisor, ``kill``, a CI runner cancelling a
   job), SIGHUP (the terminal closed; nats-server itself only reloads its config on it), and SIGINT where a program
-  set it back to the default action. :func:`arm_exit_signals` installs :func:`_on_exit_signal` for each of them
+  set it back to the default action. `arm_exit_signals` installs `_on_exit_signal` for each of them
   whose action is the default one; it stops this process's servers, removes their temporary directories, restores
   the default action and raises the signal again, so the process ends as it would have without us (a parent sees
   "killed by SIGTERM", ``returncode == -15``).
@@ -25,7 +25,7 @@ endings that skip both would leave a nats-server running, re-parented to PID 1, 
   ``os._exit`` (pytest-timeout's thread method, a killed pytest-xdist or gunicorn worker). On Linux every server is
   spawned with ``PR_SET_PDEATHSIG``: the kernel sends it SIGTERM when its parent dies. The kernel means the parent
   *thread*, so the servers are spawned from one daemon thread that lives as long as the process
-  (:class:`_Spawner`); spawned from the thread that asked, the servers of an EmbeddedCluster (started from threads
+  (`_Spawner`); spawned from the thread that asked, the servers of an EmbeddedCluster (started from threads
   that end once the nodes are ready) would be stopped at once. The temporary directory is left behind then
   (``jetstream-sync-*`` in the system temp dir): nothing of ours runs to remove it. Elsewhere no such request
   exists, and the server is spawned directly.
@@ -89,7 +89,7 @@ def own(server: Owned, key: int | None = None) -> int:
 
 
 def arm_exit_signals() -> None:
-    """Install :func:`_on_exit_signal` for SIGTERM, SIGHUP and SIGINT where their action is the default one.
+    """Install `_on_exit_signal` for SIGTERM, SIGHUP and SIGINT where their action is the default one.
 
     Called whenever a server is made or started, so a program that put a default action back is covered again.
     Only the main thread may install signal handlers; elsewhere this does nothing (see the module docstring)."""

@@ -60,7 +60,7 @@ class Prepared(NamedTuple):
 
 
 def prepare(ops: Sequence[Operation], *, relaxed: Collection[int] = (), cut_ns: int | None = None) -> list[Prepared]:
-    """The operations of one key ready for :func:`search` (see the module docstring). ``relaxed`` holds the
+    """The operations of one key ready for `search` (see the module docstring). ``relaxed`` holds the
     ``index`` of operations to treat as ``info``; ``cut_ns`` cuts the history at that time."""
     kept: list[Prepared] = []
     for op in ops:

@@ -6,18 +6,19 @@ node's ``kill``/``start``) plus one it lacks: pausing a node's process (SIGSTOP,
 best imitates a long garbage-collection pause or an overloaded VM, where a leader stops without knowing it and
 wakes up still believing it leads. Only one node is broken at a time, so a majority always remains and the
 cluster can make progress; the target is usually the leader of one of the workload's streams (the interesting
-case), sometimes another node. :data:`FAULTS` are these single-node faults; :data:`EVERY_FAULT` adds
-``isolate_leader`` (a partition that always cuts a stream's leader off from the majority),
-``rolling_restart`` (every node restarted in turn, each once the cluster is whole again) and
-``kill_client_node`` (SIGKILL of a node a workload's client is connected to, so the client must move).
+case), sometimes another node. [`FAULTS`][jetstream_sync.testing.FAULTS] are these single-node faults;
+[`EVERY_FAULT`][jetstream_sync.testing.EVERY_FAULT] adds ``isolate_leader`` (a partition that always cuts a stream's
+leader off from the majority), ``rolling_restart`` (every node restarted in turn, each once the cluster is whole again)
+and ``kill_client_node`` (SIGKILL of a node a workload's client is connected to, so the client must move).
 
 The faults are dealt from a shuffled deck, so every kind comes up once before any comes up twice;
-:attr:`Nemesis.dealt_all` is set once every kind has been applied, and :meth:`Nemesis.counts` says how many times
-each was (a run that must show every fault waits for the first and checks the second).
+[`Nemesis.dealt_all`][jetstream_sync.testing.Nemesis.dealt_all] is set once every kind has been applied, and
+[`Nemesis.counts`][jetstream_sync.testing.Nemesis.counts] says how many times each was (a run that must show every fault
+waits for the first and checks the second).
 
-Whatever happens, :meth:`Nemesis.heal_all` resumes, reconnects and restarts every node it touched, so the
-cluster is whole for the final reads and for stopping (a paused process would ignore SIGTERM until the stop's
-timeout).
+Whatever happens, [`Nemesis.heal_all`][jetstream_sync.testing.Nemesis.heal_all] resumes, reconnects and restarts every
+node it touched, so the cluster is whole for the final reads and for stopping (a paused process would ignore SIGTERM
+until the stop's timeout).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ _AT_LEADER = 0.7
 
 def pause_node(cluster: EmbeddedCluster, i: int) -> None:
     """Stop node ``i``'s process with SIGSTOP: it keeps its sockets and its beliefs, and answers nothing until
-    :func:`resume_node`. Not on Windows (InvalidArgumentError there)."""
+    [`resume_node`][jetstream_sync.testing.resume_node]. Not on Windows (InvalidArgumentError there)."""
     pid = cluster.servers[i].pid
     if not _CAN_PAUSE:
         raise InvalidArgumentError("fault", "pausing a process needs SIGSTOP, which this platform does not have")
@@ -65,18 +66,20 @@ def pause_node(cluster: EmbeddedCluster, i: int) -> None:
 
 
 def resume_node(cluster: EmbeddedCluster, i: int) -> None:
-    """Let a node paused by :func:`pause_node` run again (SIGCONT); nothing happens to one that is not paused."""
+    """Let a node paused by [`pause_node`][jetstream_sync.testing.pause_node] run again (SIGCONT); nothing happens to
+    one that is not paused."""
     pid = cluster.servers[i].pid
     if pid is not None and _CAN_PAUSE:
         os.kill(pid, signal.SIGCONT)
 
 
 class Nemesis:
-    """Applies the ``faults`` (names from :data:`EVERY_FAULT`) to ``cluster``, one at a time, aimed mostly at
-    the leader of one of the streams ``stream`` names (one name or several); each fault and heal is noted in
-    ``history``. ``client_nodes`` returns the indexes of the nodes the workload's clients are connected to now
-    (``kill_client_node`` needs it). :meth:`run` is the loop a workload starts on a thread of its own;
-    :meth:`heal_all` undoes everything (call it after that thread ended)."""
+    """Applies the ``faults`` (names from [`EVERY_FAULT`][jetstream_sync.testing.EVERY_FAULT]) to ``cluster``, one at a
+    time, aimed mostly at the leader of one of the streams ``stream`` names (one name or several); each fault and heal
+    is noted in ``history``. ``client_nodes`` returns the indexes of the nodes the workload's clients are connected to
+    now (``kill_client_node`` needs it). [`run`][jetstream_sync.testing.Nemesis.run] is the loop a workload starts on a
+    thread of its own; [`heal_all`][jetstream_sync.testing.Nemesis.heal_all] undoes everything (call it after that
+    thread ended)."""
 
     def __init__(
         self,
@@ -163,7 +166,7 @@ class Nemesis:
     def break_one(self, fault: str | None = None) -> str:
         """Apply ``fault`` (or the next of the deck); returns what was done, as noted in the history. Faults
         that take no time (``restart``, ``step_down``, ``rolling_restart``) are over when this returns; the
-        others last until :meth:`heal`."""
+        others last until [`heal`][jetstream_sync.testing.Nemesis.heal]."""
         fault = fault or self._next_fault()
         node, role = self._target(fault)
         what = f"{self.cluster.names[node]}{role}"
@@ -236,7 +239,8 @@ class Nemesis:
                 logger.warning("nemesis: the cluster did not form again within %gs: %s", _HEAL_TIMEOUT, exc)
 
     def heal_all(self) -> None:
-        """Undo every fault still in place; safe to call more than once, and after :meth:`run` raised."""
+        """Undo every fault still in place; safe to call more than once, and after
+        [`run`][jetstream_sync.testing.Nemesis.run] raised."""
         self.heal()
         with self._lock:
             left = set(self._killed)

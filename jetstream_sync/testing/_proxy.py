@@ -308,16 +308,16 @@ class FaultProxy:
 
         ``match`` is a subject (NATS wildcards ``*`` and ``>`` allowed), compared with the subject of message
         frames only: PUB/HPUB upstream, MSG/HMSG downstream. Or it is a predicate called with each
-        :class:`Frame` of that direction (any verb, e.g. ``lambda f: f.verb == "PONG"``), on a connection's thread:
-        it must be quick and must not call the proxy. ``reply`` is a subject pattern the frame's reply subject must
-        match as well. It is how to pick what a JetStream consumer is pushed: the server sends each message under
-        its own stream subject, not the deliver subject, with the reply ``$JS.ACK.<stream>.<consumer>.…``; a
-        flow-control request has a ``$JS.FC.`` reply, a heartbeat none. One rule counts over all connections, so
+        [`Frame`][jetstream_sync.testing.Frame] of that direction (any verb, e.g. ``lambda f: f.verb == "PONG"``), on a
+        connection's thread: it must be quick and must not call the proxy. ``reply`` is a subject pattern the frame's
+        reply subject must match as well. It is how to pick what a JetStream consumer is pushed: the server sends each
+        message under its own stream subject, not the deliver subject, with the reply ``$JS.ACK.<stream>.<consumer>.…``;
+        a flow-control request has a ``$JS.FC.`` reply, a heartbeat none. One rule counts over all connections, so
         exactly ``count`` frames are dropped in all; then it disarms itself. Returns the rule: wait(), frames,
         cancel().
 
         A connection opened while a rule is armed is framed from its first byte. One already open joins at the
-        first point where a frame verifiably starts (see :class:`_FrameParser`), so arm the rule before the traffic
+        first point where a frame verifiably starts (see `_FrameParser`), so arm the rule before the traffic
         it is meant to catch.
         """
         return self._arm(direction, match, reply, drop=True, count=count, skip=skip)

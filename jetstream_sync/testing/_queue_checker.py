@@ -75,8 +75,8 @@ class StreamCheck:
 @attrs.frozen(kw_only=True)
 class QueueCheck:
     """The verdict on every stream of a history: ``valid`` when no stream has an anomaly other than the expected
-    duplicates. ``counts`` holds every kind of :data:`QUEUE_ANOMALY_KINDS` (zeros included), ``origin_ns`` the
-    history's first invocation, from which reports measure time."""
+    duplicates. ``counts`` holds every kind of [`QUEUE_ANOMALY_KINDS`][jetstream_sync.testing.QUEUE_ANOMALY_KINDS]
+    (zeros included), ``origin_ns`` the history's first invocation, from which reports measure time."""
 
     streams: Mapping[str, StreamCheck]
     counts: Mapping[QueueAnomalyKind, int]

@@ -1,7 +1,7 @@
 """QueueWorkload: producers and every kind of reader on replicated streams, recorded for ``check_queue``.
 
-A part of a :class:`ClusterWorkload` (``_runner.py``). For each stream (by default ``HISTORY_R3`` with three
-replicas and ``HISTORY_R5`` with five):
+A part of a [`ClusterWorkload`][jetstream_sync.testing.ClusterWorkload] (``_runner.py``). For each stream (by default
+``HISTORY_R3`` with three replicas and ``HISTORY_R5`` with five):
 
 - two producers, one publishing with a ``msg_id`` (the message's own name) and one without, each message a name
   never used before (``<stream>.<producer>.<n>``), at most ``rate`` messages a second. A publish that raised is
@@ -14,8 +14,8 @@ replicas and ``HISTORY_R5`` with five):
 
 Every publish and every delivery is recorded: the publish with its outcome, ``msg_id`` and the sequence its
 PubAck named; the delivery with its reader, the way it read (``via``), the stream sequence and the delivery count.
-After the heal :meth:`QueueWorkload.settle` waits (bounded) until every reader has every acknowledged message; what
-one still lacks then is what the checker reports as lost.
+After the heal [`QueueWorkload.settle`][jetstream_sync.testing.QueueWorkload.settle] waits (bounded) until every reader
+has every acknowledged message; what one still lacks then is what the checker reports as lost.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ _FETCH_BATCH = 50
 
 
 class QueueWorkload:
-    """Producers with and without ``msg_id`` and the readers of :data:`READERS` on ``streams`` (pairs of name and
+    """Producers with and without ``msg_id`` and the readers of `READERS` on ``streams`` (pairs of name and
     replicas), recorded into the run's history (see the module docstring). ``rate``: messages a second per
     producer, at most; ``publish_timeout``: each publish's timeout (longer than an election, 4-9 s); ``ack_wait``:
     the durable consumers' (seconds before an unacknowledged message is delivered again)."""

@@ -1,11 +1,12 @@
 """check_all: every checker on one history, and a table of the results in Jepsen's terms.
 
 A run records its queue (publishes, receives), its key-value registers (reads, writes, compare-and-sets) and its
-watchers in one :class:`History`; :func:`check_all` runs ``check_queue``, ``check_history`` and ``check_watches``
-on it and :meth:`HistoryChecks.table` puts the answers side by side, one row per stream, one for the registers
-and one for the watchers, in the columns Jepsen's queue checker reports: how many operations were ok, failed or
-unknown (``info``), and how many messages were lost, duplicated (with how many of those were not expected), out
-of order and unexpected (read but never written). Kinds outside those columns (an ordered reader's gap, a
+watchers in one [`History`][jetstream_sync.testing.History]; [`check_all`][jetstream_sync.testing.check_all] runs
+``check_queue``, ``check_history`` and ``check_watches`` on it and
+[`HistoryChecks.table`][jetstream_sync.testing.HistoryChecks.table] puts the answers side by side, one row per stream,
+one for the registers and one for the watchers, in the columns Jepsen's queue checker reports: how many operations were
+ok, failed or unknown (``info``), and how many messages were lost, duplicated (with how many of those were not
+expected), out of order and unexpected (read but never written). Kinds outside those columns (an ordered reader's gap, a
 sequence holding two messages, a stale read...) are named in the last-but-one column when they occur.
 """
 
@@ -42,10 +43,11 @@ _OTHER_KV: tuple[AnomalyKind, ...] = ("stale-read", "refused-but-applied", "lost
 
 @attrs.frozen(kw_only=True)
 class HistoryChecks:
-    """The three verdicts on one history: ``queue`` (:func:`check_queue`), ``kv`` (:func:`check_history`, the
-    registers' linearizability) and ``watches`` (:func:`check_watches`). ``register_counts`` counts the register
-    operations by outcome. ``valid`` is True when all three hold, False when one fails, None when the
-    linearizability search could not decide in its time."""
+    """The three verdicts on one history: ``queue`` ([`check_queue`][jetstream_sync.testing.check_queue]), ``kv``
+    ([`check_history`][jetstream_sync.testing.check_history], the registers' linearizability) and ``watches``
+    ([`check_watches`][jetstream_sync.testing.check_watches]). ``register_counts`` counts the register operations by
+    outcome. ``valid`` is True when all three hold, False when one fails, None when the linearizability search could not
+    decide in its time."""
 
     queue: QueueCheck
     kv: CheckResult
@@ -152,10 +154,11 @@ def check_all(
     watchers_to_end: bool = False,
     deleted: Mapping[str, Collection[int]] | None = None,
 ) -> HistoryChecks:
-    """Run every checker on ``history``: ``time_limit`` goes to :func:`check_history` (seconds of search per
-    key), ``kept`` and ``watchers_to_end`` to :func:`check_watches` (the bucket's history per key; whether the
-    watchers ran until they had everything), ``deleted`` to :func:`check_queue` (sequences deleted on purpose,
-    per stream)."""
+    """Run every checker on ``history``: ``time_limit`` goes to [`check_history`][jetstream_sync.testing.check_history]
+    (seconds of search per key), ``kept`` and ``watchers_to_end`` to
+    [`check_watches`][jetstream_sync.testing.check_watches] (the bucket's history per key; whether the watchers ran
+    until they had everything), ``deleted`` to [`check_queue`][jetstream_sync.testing.check_queue] (sequences deleted on
+    purpose, per stream)."""
     if not isinstance(history, History):
         history = History(list(history))
     counts: dict[str, int] = {}

@@ -1,22 +1,25 @@
 """ClusterWorkload: runs workload parts (a queue, a key-value bucket) together on one cluster under a nemesis, into
 one History, and checks it.
 
-A *part* (:class:`WorkloadPart`: ``QueueWorkload``, ``KVWorkload``) knows its own traffic: it sets up its streams
-and readers on the run's clients, gives the runner its writers, and after the faults brings its readers up to
-date. The runner owns what they share, in this order:
+A *part* ([`WorkloadPart`][jetstream_sync.testing.WorkloadPart]: ``QueueWorkload``, ``KVWorkload``) knows its own
+traffic: it sets up its streams and readers on the run's clients, gives the runner its writers, and after the faults
+brings its readers up to date. The runner owns what they share, in this order:
 
 1. ``connections`` clients, connected to every node, that ping every 2 s (a paused node's clients notice within
    seconds and move on) and reconnect for ever;
 2. each part's set-up (its readers start here, before anything is written);
-3. the writers and the :class:`Nemesis` for ``duration`` seconds, and then, with ``every_fault_once``, until the
-   nemesis has applied every kind of fault at least once (at most ``_EVERY_FAULT_GRACE`` more seconds);
+3. the writers and the [`Nemesis`][jetstream_sync.testing.Nemesis] for ``duration`` seconds, and then, with
+   ``every_fault_once``, until the nemesis has applied every kind of fault at least once (at most ``_EVERY_FAULT_GRACE``
+   more seconds);
 4. the heal: every node resumed, reconnected and started, the cluster formed again;
 5. each part's settling (bounded waits until its readers have everything, final reads), then its closing;
-6. :func:`check_all` on the history, and a :class:`WorkloadResult` with the faults applied (how many of each
-   kind) and the fsync setting the nodes reported.
+6. [`check_all`][jetstream_sync.testing.check_all] on the history, and a
+   [`WorkloadResult`][jetstream_sync.testing.WorkloadResult] with the faults applied (how many of each kind) and the
+   fsync setting the nodes reported.
 
 A thread of a part that raises something other than a JetStream error (a bug in the workload or the client, not a
-fault) ends the run early; :meth:`ClusterWorkload.run` raises it once everything is stopped.
+fault) ends the run early; [`ClusterWorkload.run`][jetstream_sync.testing.ClusterWorkload.run] raises it once everything
+is stopped.
 """
 
 from __future__ import annotations
@@ -52,8 +55,10 @@ _JOIN_TIMEOUT = 60.0
 
 
 class Crew:
-    """The threads of a run: writers (they stop when :attr:`stop` is set) and readers (when :attr:`finished` is
-    set, after the settling). What a thread raises is kept in :attr:`errors` and ends the run early."""
+    """The threads of a run: writers (they stop when [`stop`][jetstream_sync.testing.Crew.stop] is set) and readers
+    (when [`finished`][jetstream_sync.testing.Crew.finished] is set, after the settling). What a thread raises is kept
+    in [`errors`][jetstream_sync.testing.Crew.errors] and ends
+    the run early."""
 
     def __init__(self) -> None:
         self.stop = threading.Event()
@@ -63,7 +68,8 @@ class Crew:
         self._readers: list[threading.Thread] = []
 
     def start(self, name: str, body: Callable[[], None], *, reader: bool = False) -> threading.Thread:
-        """Run ``body`` on a new thread named ``name``: a reader (until :attr:`finished`) or a writer."""
+        """Run ``body`` on a new thread named ``name``: a reader (until
+        [`finished`][jetstream_sync.testing.Crew.finished]) or a writer."""
         thread = threading.Thread(target=self._guarded, args=(body,), name=name, daemon=True)
         (self._readers if reader else self._writers).append(thread)
         thread.start()
@@ -78,12 +84,12 @@ class Crew:
             self.stop.set()
 
     def join_writers(self, timeout: float) -> None:
-        """Wait for the writers (after :attr:`stop`); one still running is named in the log (its operation
-        stays open in the history, as it should)."""
+        """Wait for the writers (after [`stop`][jetstream_sync.testing.Crew.stop]); one still running is named in the
+        log (its operation stays open in the history, as it should)."""
         _join(self._writers, timeout)
 
     def join_readers(self, timeout: float) -> None:
-        """Set :attr:`finished` and wait for the reader threads."""
+        """Set [`finished`][jetstream_sync.testing.Crew.finished] and wait for the reader threads."""
         self.finished.set()
         _join(self._readers, timeout)
 
@@ -97,7 +103,8 @@ def _join(threads: list[threading.Thread], timeout: float) -> None:
 
 
 class WorkloadPart(Protocol):
-    """One kind of traffic in a :class:`ClusterWorkload` (see the module docstring)."""
+    """One kind of traffic in a [`ClusterWorkload`][jetstream_sync.testing.ClusterWorkload] (see the module
+    docstring)."""
 
     @property
     def streams(self) -> tuple[str, ...]:
@@ -127,10 +134,10 @@ class WorkloadPart(Protocol):
 
 @attrs.frozen(kw_only=True)
 class WorkloadResult:
-    """What a :meth:`ClusterWorkload.run` did and found: the ``history`` and its ``checks``; the faults applied,
-    in order, and how many of each kind completed (``fault_counts``; ``incomplete`` lists those that did not);
-    the ``fsync`` setting the nodes reported; how long the workload ran (``seconds``, without set-up and
-    settling); the ``seed`` of its choices; ``notes``, the parts' own lines."""
+    """What a [`ClusterWorkload.run`][jetstream_sync.testing.ClusterWorkload.run] did and found: the ``history`` and its
+    ``checks``; the faults applied, in order, and how many of each kind completed (``fault_counts``; ``incomplete``
+    lists those that did not); the ``fsync`` setting the nodes reported; how long the workload ran (``seconds``, without
+    set-up and settling); the ``seed`` of its choices; ``notes``, the parts' own lines."""
 
     history: History
     checks: HistoryChecks
@@ -185,7 +192,8 @@ class WorkloadResult:
 
 
 class ClusterWorkload:
-    """Runs ``parts`` on ``cluster`` under the ``faults`` of a :class:`Nemesis` (see the module docstring).
+    """Runs ``parts`` on ``cluster`` under the ``faults`` of a [`Nemesis`][jetstream_sync.testing.Nemesis] (see the
+    module docstring).
 
     ``duration``: seconds of writes; ``every_fault_once`` goes on until every kind of fault was applied once.
     ``quiet`` and ``hold`` (seconds, (low, high) ranges): the calm before each fault, and how long it lasts.

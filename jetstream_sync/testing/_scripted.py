@@ -88,13 +88,14 @@ class ScriptedReply:
         return ("\r\n".join(lines) + "\r\n\r\n").encode()
 
 
-#: what ``reply()`` sends back: a payload, a :class:`ScriptedReply`, or a callable that makes one per request
+#: what ``reply()`` sends back: a payload, a `ScriptedReply`, or a callable that makes one per request
 #: (returning None sends nothing, so the client's request times out). A callable runs on the server's thread.
 ScriptedAnswer = Union[bytes, ScriptedReply, Callable[[ScriptedRequest], Union[bytes, ScriptedReply, None]]]  # noqa: UP007
 
 
 class ReplyScript:
-    """An armed :meth:`ScriptedServer.reply`: what it answers, and the requests it has answered so far.
+    """An armed [`ScriptedServer.reply`][jetstream_sync.testing.ScriptedServer.reply]: what it answers, and the requests
+    it has answered so far.
 
     Thread-safe: the server's thread records into it, a test reads it and waits on it. One limited by ``count``
     disarms itself once it has answered that many; cancel() disarms it at once.
@@ -308,11 +309,12 @@ class ScriptedServer:
         """Answer what clients publish on ``subject`` (``*`` and ``>`` allowed) with ``answer``; any thread.
 
         The answer goes to the message's reply subject, routed like any message (so to the requester's inbox).
-        ``answer`` is the payload, a :class:`ScriptedReply` (headers, delay), or a callable called on the
-        server's thread with a :class:`ScriptedRequest` that returns either, or None to stay silent (the request
-        times out). It must be quick; it may call send(), reply() and stop(). The newest matching script
-        answers, so a test may override an earlier one; subscribers get the message as well. With ``count`` it
-        answers that many, then disarms itself. Returns the :class:`ReplyScript` (``requests``, ``wait()``).
+        ``answer`` is the payload, a [`ScriptedReply`][jetstream_sync.testing.ScriptedReply] (headers, delay), or a
+        callable called on the server's thread with a [`ScriptedRequest`][jetstream_sync.testing.ScriptedRequest] that
+        returns either, or None to stay silent (the request times out). It must be quick; it may call send(), reply()
+        and stop(). The newest matching script answers, so a test may override an earlier one; subscribers get the
+        message as well. With ``count`` it answers that many, then disarms itself. Returns the
+        [`ReplyScript`][jetstream_sync.testing.ReplyScript] (``requests``, ``wait()``).
         """
         if count is not None:
             check_int("count", count, minimum=1)
@@ -393,8 +395,8 @@ class ScriptedServer:
     def received(self, connection: int | None = None) -> list[Frame]:
         """Every frame the clients sent (CONNECT, PING, SUB, PUB, ...), or those of one connection, in order.
 
-        Each is a :class:`Frame` (direction ``"upstream"``): ``verb``, ``subject``, ``reply``, ``headers``,
-        ``data`` and ``raw``, the frame exactly as it came.
+        Each is a [`Frame`][jetstream_sync.testing.Frame] (direction ``"upstream"``): ``verb``, ``subject``, ``reply``,
+        ``headers``, ``data`` and ``raw``, the frame exactly as it came.
         """
         with self._lock:
             return [frame for ident, frame in self._frames if connection in (None, ident)]
@@ -410,8 +412,8 @@ class ScriptedServer:
         """The first frame a client sent that matches, waiting at most ``timeout`` seconds; None if none came.
 
         ``match`` is a subject pattern, compared with the subject of PUB, HPUB and SUB frames, or a predicate
-        called with each :class:`Frame` under the server's lock (so it must not call the server); ``verb``
-        ("CONNECT", "SUB", "PUB", ...) must match as well. Frames already received count:
+        called with each [`Frame`][jetstream_sync.testing.Frame] under the server's lock (so it must not call the
+        server); ``verb`` ("CONNECT", "SUB", "PUB", ...) must match as well. Frames already received count:
         ``start=len(server.received())`` looks only at those that come after.
         """
         tokens = _check_pattern("match", match) if isinstance(match, str) else None

@@ -268,8 +268,9 @@ class EmbeddedServer:
     # -- logs -------------------------------------------------------------------------------------------------
 
     def log_tail(self, n: int = 50, *, since: int = 0) -> str:
-        """The last ``n`` lines the server printed (only those after byte ``since``, a :attr:`log_size` read
-        earlier), or "" when there is no log (never started, or stopped)."""
+        """The last ``n`` lines the server printed (only those after byte ``since``, a
+        [`log_size`][jetstream_sync.testing.EmbeddedServer.log_size] read earlier), or "" when there is no log (never
+        started, or stopped)."""
         return _tail(self.log_path, since, n)
 
     @property

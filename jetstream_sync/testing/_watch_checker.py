@@ -45,7 +45,7 @@ class WatchCheck:
     """The verdict on every watcher of a history: ``valid`` when none has an anomaly. ``deliveries`` counts the
     entries each watcher got; ``excused`` how many revisions each skipped that the bucket's history limit
     explains (the check could not hold those against it); ``counts`` holds every kind of
-    :data:`WATCH_ANOMALY_KINDS` (zeros included)."""
+    [`WATCH_ANOMALY_KINDS`][jetstream_sync.testing.WATCH_ANOMALY_KINDS] (zeros included)."""
 
     deliveries: dict[str, int]
     counts: dict[WatchAnomalyKind, int]

@@ -13,7 +13,8 @@ or ``-p jetstream_sync.testing.plugin``. The fixtures:
 
 A test that fails on a server error (an APIError with a 5xx code, such as 500 "error creating store for stream",
 whose cause the server only logs) gets a report section "nats-server log" for each server of these fixtures that
-logged something since the test began (:func:`pytest_runtest_makereport`).
+logged something since the test began
+([`pytest_runtest_makereport`][jetstream_sync.testing.plugin.pytest_runtest_makereport]).
 
 A module of its own so that only a test run imports pytest (code that just starts an EmbeddedServer does not), and
 so that the proxy module is imported only when a test asks for ``fault_proxy``.

@@ -4,12 +4,14 @@ Add ``"jetstream_sync.integrations.django"`` to ``INSTALLED_APPS`` and the conne
 
     JETSTREAM = {"SERVERS": ["nats://127.0.0.1:4222"], "NAME": "shop", "TIMEOUT": 10}
 
-(the keys are those of :meth:`ConnectionSettings.from_mapping`; nothing Django-specific). Views, tasks and
-signals then call :func:`get_client` or :func:`get_jetstream`. Nothing connects at import or in
+(the keys are those of [`ConnectionSettings.from_mapping`][jetstream_sync.integrations.ConnectionSettings.from_mapping];
+nothing Django-specific). Views, tasks and signals then call
+[`get_client`][jetstream_sync.integrations.django.get_client] or
+[`get_jetstream`][jetstream_sync.integrations.django.get_jetstream]. Nothing connects at import or in
 ``AppConfig.ready()``: the first call in a process connects, and a process forked after that (gunicorn with
-``--preload``, Celery's prefork pool) connects again on its own first call instead of inheriting a client whose
-threads do not exist there (docs/ARCHITECTURE.md, "Rules: forks"). The client is shared by every thread of
-the process and closed when it exits.
+``--preload``, Celery's prefork pool) connects again on its own first call instead of inheriting a client whose threads
+do not exist there (docs/ARCHITECTURE.md, "Rules: forks"). The client is shared by every thread of the process and
+closed when it exits.
 
 ``jetstream_sync.integrations.django.cache.KeyValueCache`` is a cache backend on a key-value bucket, and
 ``manage.py jetstream_consume`` runs a durable consumer's handler (see the command's help).
@@ -84,11 +86,13 @@ def get_client() -> Client:
 
 
 def get_jetstream() -> JetStream:
-    """A JetStream context on :func:`get_client`'s client (cheap: a context holds no server state)."""
+    """A JetStream context on [`get_client`][jetstream_sync.integrations.django.get_client]'s client (cheap: a context
+    holds no server state)."""
     return get_client().jetstream()
 
 
 def close_clients() -> None:
     """Close this process's clients (at the end of a script, or in tests before their server stops); the next
-    :func:`get_client` connects again. Without this they are closed when the process exits."""
+    [`get_client`][jetstream_sync.integrations.django.get_client] connects again. Without this they are closed when the
+    process exits."""
     close_process_clients()

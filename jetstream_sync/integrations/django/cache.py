@@ -11,21 +11,25 @@
         }
     }
 
-The connection is ``settings.JETSTREAM`` (this process's client, :func:`jetstream_sync.integrations.django.get_client`),
-so every process of a deployment shares one bucket, the way memcached or Redis would be shared.
+The connection is ``settings.JETSTREAM`` (this process's client,
+[`jetstream_sync.integrations.django.get_client`][jetstream_sync.integrations.django.get_client]), so every process of a
+deployment shares one bucket, the way memcached or Redis would be shared.
 
 How Django's cache contract maps onto a bucket:
 
 - **Keys.** Django keys (after ``KEY_PREFIX``, ``VERSION`` and ``KEY_FUNCTION``) are any string; bucket keys
-  allow only letters, digits and ``-/_=.``. Each key is stored under :func:`encode_key`: its UTF-8 bytes, with
-  letters, digits, ``-``, ``_`` and ``/`` kept and every other byte written ``=XX`` (upper-case hex), so
-  ``":1:user:42"`` is ``=3A1=3Auser=3A42``. The mapping is reversible (:func:`decode_key`) and readable in
-  ``nats kv ls``. An encoded key longer than :data:`MAX_KEY_LENGTH` raises ``InvalidCacheKey`` (it would not
-  fit a NATS protocol line); keys memcached would refuse get Django's ``CacheKeyWarning``, as every backend
-  that is not memcached does.
-- **Values.** A stored value is :data:`HEADER` (a format byte, 1, and the expiry time as a big-endian double of
-  Unix seconds, 0 for never) followed by the pickle, as Django's other backends pickle (``PICKLE_PROTOCOL``,
-  default the highest). Any client can read the entry; a value not in this format reads as a miss.
+  allow only letters, digits and ``-/_=.``. Each key is stored under
+  [`encode_key`][jetstream_sync.integrations.django.cache.encode_key]: its UTF-8 bytes, with letters, digits, ``-``,
+  ``_`` and ``/`` kept and every other byte written ``=XX`` (upper-case hex), so ``":1:user:42"`` is
+  ``=3A1=3Auser=3A42``. The mapping is reversible ([`decode_key`][jetstream_sync.integrations.django.cache.decode_key])
+  and readable in ``nats kv ls``. An encoded key longer than
+  [`MAX_KEY_LENGTH`][jetstream_sync.integrations.django.cache.MAX_KEY_LENGTH] raises ``InvalidCacheKey`` (it would not
+  fit a NATS protocol line); keys memcached would refuse get Django's ``CacheKeyWarning``, as every backend that is not
+  memcached does.
+- **Values.** A stored value is [`HEADER`][jetstream_sync.integrations.django.cache.HEADER] (a format byte, 1, and the
+  expiry time as a big-endian double of Unix seconds, 0 for never) followed by the pickle, as Django's other backends
+  pickle (``PICKLE_PROTOCOL``, default the highest). Any client can read the entry; a value not in this format reads as
+  a miss.
 - **Timeouts.** ``None`` never expires; 0 or less means "do not keep": ``set`` removes the key, ``add`` stores
   nothing (and answers whether the key was free), ``touch`` removes it. A positive timeout is written twice:
   as the entry's ``Nats-TTL`` (whole seconds, rounded up: the server's minimum is 1 s), so the server removes
@@ -44,8 +48,9 @@ How Django's cache contract maps onto a bucket:
 - **Reads on a replicated bucket** (``REPLICAS`` 3 or 5). A replica applies a write milliseconds after the
   stream leader acknowledged it, and a plain read may be answered by any replica, so which replica answers
   decides what a read can miss. A Django deployment is many processes, each with its own client
-  (:func:`get_client`); ``OPTIONS["READ"]`` says what ``get``, ``get_many`` and ``has_key`` guarantee across
-  them (the read modes of :meth:`JetStream.key_value`, docs/guides/key-value.md):
+  ([`get_client`][jetstream_sync.integrations.django.get_client]); ``OPTIONS["READ"]`` says what ``get``, ``get_many``
+  and ``has_key`` guarantee across them (the read modes of
+  [`JetStream.key_value`][jetstream_sync.KeyValueManager.key_value], docs/guides/key-value.md):
 
   - ``"read_your_writes"`` (the default): any replica answers, checked against what this process wrote and
     read, and the leader is asked when the replica is behind. A process sees every write it completed (any
@@ -131,7 +136,8 @@ def encode_key(key: str) -> str:
 
 
 def decode_key(encoded: str) -> str:
-    """The Django key :func:`encode_key` made ``encoded`` from; ValueError for a key it could not have made."""
+    """The Django key [`encode_key`][jetstream_sync.integrations.django.cache.encode_key] made ``encoded`` from;
+    ValueError for a key it could not have made."""
     out = bytearray()
     i = 0
     while i < len(encoded):
@@ -183,7 +189,8 @@ class _Buckets:
 
     Django makes a backend instance per thread (``caches`` is thread-local), so binding (a stream info, maybe a
     create) is done once per process and bucket, not per thread. A handle belongs to its client: when
-    :func:`get_client` returns another one (the old one was closed, or this is a forked child) it is bound again.
+    [`get_client`][jetstream_sync.integrations.django.get_client] returns another one (the old one was closed, or this
+    is a forked child) it is bound again.
 
     ``clear()`` purges the bucket's stream, which the client's record of the revisions it wrote and read (what
     "read_your_writes" checks a replica's answer against) does not see: a replica that has not applied the purge

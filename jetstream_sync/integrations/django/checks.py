@@ -1,4 +1,5 @@
-"""The system check: ``settings.JETSTREAM`` read exactly as :func:`get_client` will read it, without connecting.
+"""The system check: ``settings.JETSTREAM`` read exactly as
+[`get_client`][jetstream_sync.integrations.django.get_client] will read it, without connecting.
 
 ``manage.py check`` (and ``runserver``, ``migrate``, ...) reports a wrong setting before the first request
 meets it: a misspelt key, a missing ``SERVERS``, a credentials file that is not there, a bad timeout.

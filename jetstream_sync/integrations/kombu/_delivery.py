@@ -4,11 +4,11 @@ and a keeper that sends in-progress acks.
 kombu reads from one thread and asks, in ``drain_events``, for whatever arrived on any of the queues it
 consumes. A JetStream pull waits on one consumer, so each consumer being read (a queue, or one priority band of
 a queue) gets a **puller**: a thread that sends one pull at a time (``fetch``) for as many messages as the
-channel's prefetch leaves room for (the :class:`Quota`), and puts what arrives into the channel's
-:class:`Inbox`. The inbox is ordered by priority band, then arrival, and its ``wake`` callback tells the
+channel's prefetch leaves room for (the `Quota`), and puts what arrives into the channel's
+`Inbox`. The inbox is ordered by priority band, then arrival, and its ``wake`` callback tells the
 transport's waiter (a condition for ``drain_events``, a pipe for an event loop) that something is there.
 
-Nothing a worker holds is left to the server's ack wait while the worker lives: the :class:`Keeper` sends
+Nothing a worker holds is left to the server's ack wait while the worker lives: the `Keeper` sends
 ``in_progress()`` (+WPI) for every message in the inbox and every message delivered and not yet acked, every
 third of the consumer's ack wait. So a task may run, or wait for its ETA, for as long as it needs, and a worker
 that dies (SIGKILL, a lost machine) has its messages redelivered one ack wait after its last keep-alive.
@@ -54,7 +54,7 @@ class Inbox:
     order received. Thread-safe; ``wake`` is called after each put (on the puller's thread).
 
     ``arrivals`` numbers what is put; the transport gives every channel's inbox the same counter, so that it
-    can hand kombu what arrived first across channels too (:meth:`head`)."""
+    can hand kombu what arrived first across channels too (`head`)."""
 
     def __init__(self, wake: Callable[[], None], arrivals: Iterator[int] | None = None) -> None:
         self._lock = threading.Lock()
@@ -75,7 +75,7 @@ class Inbox:
             return heapq.heappop(self._heap)[2] if self._heap else None
 
     def head(self) -> int | None:
-        """The arrival number of what :meth:`pop` would return next, or None when empty."""
+        """The arrival number of what `pop` would return next, or None when empty."""
         with self._lock:
             return self._heap[0][1] if self._heap else None
 

@@ -7,7 +7,7 @@ The layout (docs/frameworks/celery.md, "The stream layout", says the same for op
   That is AMQP's queue semantics: a message routed to two queues is stored once and read by both; a message no
   queue is bound for is dropped at once (as an AMQP broker drops an unroutable message).
 - **A message is published once** to ``<prefix>.<exchange>.<band>.<routing key words>``: the exchange and
-  each dot-separated word of the routing key as one subject token (escaped, :func:`token`), ``<band>`` the
+  each dot-separated word of the routing key as one subject token (escaped, `token`), ``<band>`` the
   message's priority band. The publisher needs to know nothing about the exchange's type or its bindings.
 - **A queue is a durable pull consumer** whose ``filter_subjects`` are its bindings; the server does the
   routing. Direct binding ``K``: the words of ``K``, exactly. Topic binding: ``*`` is NATS's ``*``, a trailing

@@ -1,6 +1,6 @@
 """kombu's QoS of a channel: its prefetch, and the messages delivered and not yet acked, by delivery tag.
 
-The prefetch itself is kept by the channel's :class:`~._delivery.Quota` (its pullers reserve room from it);
+The prefetch itself is kept by the channel's `Quota` (its pullers reserve room from it);
 this class is what kombu sees of it, and what acks, rejects and gives back the messages it holds.
 """
 
@@ -113,7 +113,8 @@ class QoS:
         return failed
 
     def restore_unacked_once(self, stderr: object = None) -> None:
-        """:meth:`restore_unacked`, once per channel (kombu calls it when the channel closes)."""
+        """[`restore_unacked`][jetstream_sync.integrations.kombu.QoS.restore_unacked], once per channel (kombu calls it
+        when the channel closes)."""
         if not self._restored:
             self._restored = True
             self.restore_unacked()

@@ -8,9 +8,11 @@ over by itself to every server its cluster announces), ``userid`` and ``password
 dict with ``ca_certs``, ``certfile``, ``keyfile``, ``server_hostname``), ``connect_timeout``, and the
 connection keys of the other integrations in lower case in ``transport_options`` (``token``, ``credentials``,
 ``nkey_seed_file``, ``name``, ``timeout``, ``tls_hostname``). All of it becomes a
-:class:`~jetstream_sync.integrations.ConnectionSettings`, so a process has one client per distinct setting.
+[`ConnectionSettings`][jetstream_sync.integrations.ConnectionSettings], so a process has one client per distinct
+setting.
 
-The layout options (``transport_options`` too, Celery's ``broker_transport_options``) are in :class:`Options`.
+The layout options (``transport_options`` too, Celery's ``broker_transport_options``) are in
+[`Options`][jetstream_sync.integrations.kombu.Options].
 """
 
 from __future__ import annotations
@@ -137,7 +139,8 @@ def _server_urls(client: Any) -> list[str]:
 
 
 def connection_settings(client: Any) -> ConnectionSettings:
-    """The :class:`ConnectionSettings` of a ``kombu.Connection`` (see the module docstring)."""
+    """The [`ConnectionSettings`][jetstream_sync.integrations.ConnectionSettings] of a ``kombu.Connection`` (see the
+    module docstring)."""
     options = client.transport_options or {}
     mapping: dict[str, Any] = {"SERVERS": _server_urls(client)}
     for key in _CONNECTION_KEYS:

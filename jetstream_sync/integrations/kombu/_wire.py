@@ -9,7 +9,7 @@ A message's ``expiration`` (milliseconds, AMQP's per-message TTL) becomes a per-
 (``Nats-TTL``, rounded up to whole seconds, nats-server 2.11+) and is checked again, exactly, when the message
 is received; a queue's ``message_ttl`` is checked on receipt only (the server has no per-consumer TTL).
 
-The ``Nats-Msg-Id`` (:func:`message_id`) makes a publish that kombu retries after a connection error (the
+The ``Nats-Msg-Id`` (`message_id`) makes a publish that kombu retries after a connection error (the
 ``retry=True`` of ``Producer.publish``, Celery's ``task_publish_retry``) stored once: it is the message's
 ``message_id`` property when the producer set one, else an id made for the publish and kept in the properties
 dict that kombu passes again to each retry. It is not derived from a Celery task's id: Celery sends more than
@@ -54,7 +54,7 @@ _PER_DELIVERY = ("delivery_tag", "delivery_info", "body_encoding", PUBLISH_ID)
 
 def message_id(message: dict[str, Any], exchange: str, routing_key: str) -> str:
     """The ``Nats-Msg-Id`` of a publish (see the module docstring): the message's ``message_id`` property when
-    the producer set one, else an id made for this publish and kept in its properties (:data:`PUBLISH_ID`),
+    the producer set one, else an id made for this publish and kept in its properties (`PUBLISH_ID`),
     which kombu hands again, the same dict, to every retry of the publish."""
     properties = message.get("properties")
     explicit = properties.get("message_id") if isinstance(properties, dict) else None

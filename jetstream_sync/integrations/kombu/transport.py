@@ -8,7 +8,7 @@ are this module's own threads, and acks may come from any thread (Celery's pool 
 
 A channel belongs to the process that made it: after ``fork()`` the child's kombu makes its own connection
 (Celery resets its pools in a forked child), and a parent's channel used in a child raises
-:class:`~jetstream_sync.errors.ForkedClientError`, one of the transport's ``connection_errors``, so kombu's
+[`ForkedClientError`][jetstream_sync.errors.ForkedClientError], one of the transport's ``connection_errors``, so kombu's
 ``ensure`` reconnects in the child with the child's own client.
 """
 

@@ -15,12 +15,13 @@ Read schema, one row per stored message::
 
 The options (with their Kafka counterparts), what reads and writes guarantee, lag and progress, and the KV and
 object store sources are in the Spark guide (``docs/guides/spark.md``). In short: streaming offsets are
-:class:`StreamOffset` values in Spark's checkpoint (the next sequence, the stream's creation time, and the start
-a batch was planned from), so a micro-batch replays exactly; retention that removed unread messages raises
-:class:`DataLossError` and a stream deleted and created again :class:`StreamRecreatedError`, unless
-``failOnDataLoss=false``. Writes give every row a ``Nats-Msg-Id``, so a task retried by Spark stores nothing
-twice within the stream's duplicate window. Every option is checked before anything is sent; a bad one raises
-:class:`jetstream_sync.errors.InvalidArgumentError` naming it.
+[`StreamOffset`][jetstream_sync.spark.StreamOffset] values in Spark's checkpoint (the next sequence, the stream's
+creation time, and the start a batch was planned from), so a micro-batch replays exactly; retention that removed unread
+messages raises [`DataLossError`][jetstream_sync.spark.DataLossError] and a stream deleted and created again
+[`StreamRecreatedError`][jetstream_sync.spark.StreamRecreatedError], unless ``failOnDataLoss=false``. Writes give every
+row a ``Nats-Msg-Id``, so a task retried by Spark stores nothing twice within the stream's duplicate window. Every
+option is checked before anything is sent; a bad one raises
+[`jetstream_sync.errors.InvalidArgumentError`][jetstream_sync.errors.InvalidArgumentError] naming it.
 """
 
 from __future__ import annotations

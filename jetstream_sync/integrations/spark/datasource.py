@@ -44,7 +44,8 @@ log = logging.getLogger("jetstream_sync.spark")
 
 class JetStreamDataSource(DataSource):
     """``spark.read/readStream/write/writeStream.format("jetstream")``; register it with
-    ``spark.dataSource.register(JetStreamDataSource)``. See :mod:`jetstream_sync.spark` for the options."""
+    ``spark.dataSource.register(JetStreamDataSource)``. See [`jetstream_sync.spark`][jetstream_sync.spark] for the
+    options."""
 
     @classmethod
     def name(cls) -> str:

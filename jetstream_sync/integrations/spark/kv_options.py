@@ -1,6 +1,6 @@
 """The options of the ``jetstream-kv`` data source: checked on the driver, kept as typed, picklable values.
 
-The connection options are exactly those of ``format("jetstream")`` (parsed by :mod:`.options`' helpers), so a
+The connection options are exactly those of ``format("jetstream")`` (parsed by `options`' helpers), so a
 query moves between the two formats with the same connection settings. Everything is validated when the reader
 or writer is created, before anything is sent; a bad option raises InvalidArgumentError (or InvalidTypeError)
 naming it. Option names are case-insensitive, as everywhere in Spark.

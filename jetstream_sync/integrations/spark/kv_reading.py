@@ -10,7 +10,7 @@ keys at or below the revision with batched ``multi_last`` direct gets (1024 keys
 answers). Otherwise (or with ``readMode=consumer``) one task walks the bucket's history up to the revision
 with the KV API's watcher (an ordered consumer, served by the stream leader) and keeps each key's last entry.
 
-The change stream (streaming reads) goes through format("jetstream")'s stream reader; :func:`kv_batch` turns
+The change stream (streaming reads) goes through format("jetstream")'s stream reader; `kv_batch` turns
 its rows (subject, data, headers, stream, seq, timestamp) into rows of this schema.
 """
 

@@ -13,8 +13,9 @@ after a restart, writes the same values again (the key's history gets the same v
 is right). A compare-and-set row that conflicts is checked against the key's current entry, read from the stream
 leader: when it already is what the row asks for (the same value, or the same marker for a delete or purge)
 the row counts as done, which is what a retried task that wrote it before it failed sees, and what a replayed
-micro-batch sees; otherwise the task fails with :class:`KeyValueWriteConflictError` naming the key and both
-revisions. (A different writer that wrote the very same bytes is not told apart: the outcome is the same.)
+micro-batch sees; otherwise the task fails with
+[`KeyValueWriteConflictError`][jetstream_sync.spark.KeyValueWriteConflictError] naming the key and both revisions. (A
+different writer that wrote the very same bytes is not told apart: the outcome is the same.)
 """
 
 from __future__ import annotations

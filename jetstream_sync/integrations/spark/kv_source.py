@@ -4,13 +4,13 @@
   key: ``key``, ``value``, ``revision``, ``created``, ``operation``.
 - ``spark.readStream.format("jetstream-kv")``: every change of the bucket in revision order (change data
   capture): puts, deletes and purges, as rows of the same schema.
-- ``df.write`` / ``writeStream.format("jetstream-kv")``: a put (or delete, purge) per row, see :mod:`.kv_sink`.
+- ``df.write`` / ``writeStream.format("jetstream-kv")``: a put (or delete, purge) per row, see `kv_sink`.
 
 Spark runs these classes in its Python workers: ``reader()``/``streamReader()``/``writer()`` and the streaming
 reader's offset methods in a planning worker on the driver, ``read()``/``write()`` in executor workers (from a
 pickled copy), so nothing here holds a connection: workers get theirs from ``integrations._clients``.
 
-The change stream is format("jetstream")'s :class:`~.datasource.JetStreamStreamReader` over the bucket's stream
+The change stream is format("jetstream")'s `JetStreamStreamReader` over the bucket's stream
 ``KV_<bucket>``, composed rather than copied: its offsets (kept in Spark's checkpoint), admission control,
 ``Trigger.AvailableNow`` and data-loss checks are the stream source's own; this reader only turns its rows into
 change rows.
@@ -147,7 +147,7 @@ def _fields(schema: StructType) -> dict[str, str]:
 
 
 class KeyValueBatchReader(DataSourceReader):
-    """The bucket as of one revision, fixed when the query is planned (see :mod:`.kv_reading`)."""
+    """The bucket as of one revision, fixed when the query is planned (see `kv_reading`)."""
 
     def __init__(self, options: KeyValueReadOptions, read_options: ReadOptions, schema: StructType) -> None:
         self.options = options

@@ -2,11 +2,11 @@
 several topics: one single-stream reader per stream, their offsets kept side by side.
 
 The offset of a several-stream query is ``{"streams": {name: <that stream's offset>}}``; each stream keeps
-its own start, incarnation and data-loss checks (see :mod:`.streaming`), and a micro-batch's partitions are
+its own start, incarnation and data-loss checks (see `streaming`), and a micro-batch's partitions are
 every stream's ranges together. A stream added to the option under an existing checkpoint starts at its
 ``startingSequence``/``startingTime``; one removed is no longer read. The read limits apply per stream:
 ``maxMessagesPerTrigger`` is shared out evenly, and ``minMessagesPerTrigger`` holds back each stream alone.
-Runs where :class:`.JetStreamStreamReader` runs: offsets in the driver's planning worker, ``read`` on
+Runs where `JetStreamStreamReader` runs: offsets in the driver's planning worker, ``read`` on
 executors.
 """
 
@@ -29,7 +29,8 @@ __all__ = ["MultiStreamReader"]
 
 
 class MultiStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """A streaming read of every stream in ``options.streams``, one :class:`JetStreamStreamReader` each."""
+    """A streaming read of every stream in ``options.streams``, one
+    [`JetStreamStreamReader`][jetstream_sync.spark.JetStreamStreamReader] each."""
 
     def __init__(self, options: ReadOptions, schema: StructType) -> None:
         self.options = options

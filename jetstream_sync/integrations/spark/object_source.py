@@ -7,8 +7,8 @@ the object they name, refuses objects a binary column cannot hold, and spreads t
 ``numPartitions`` partitions balanced by size. Each executor task (``read()``, from a pickled copy) reads its
 objects one after another through the object store's reader, chunk by chunk, and the reader checks each
 object's SHA-256 digest before its row is handed to Spark: a digest mismatch fails the task with
-:class:`~jetstream_sync.errors.DigestMismatchError`. A task holds at most one object being read plus one
-record batch of finished rows (about :data:`BATCH_BYTES`, or the one object when it is bigger).
+[`DigestMismatchError`][jetstream_sync.errors.DigestMismatchError]. A task holds at most one object being read plus one
+record batch of finished rows (about `BATCH_BYTES`, or the one object when it is bigger).
 
 Nothing here holds a connection: workers get theirs from the per-process cache in ``integrations._clients``.
 """
@@ -320,7 +320,7 @@ def plan_objects(options: ObjectReadOptions) -> list[PlannedObject]:
 
 def plan_partitions(objects: Sequence[PlannedObject], num_partitions: int) -> list[ObjectsPartition]:
     """Spread objects over at most ``num_partitions`` partitions of about equal bytes: each object, biggest
-    first, goes to the lightest partition so far (an object also costs :data:`_OBJECT_COST`, so many empty
+    first, goes to the lightest partition so far (an object also costs `_OBJECT_COST`, so many empty
     objects spread too). Each partition reads its objects in name order; none is empty."""
     count = min(num_partitions, len(objects))
     if count == 0:
@@ -388,7 +388,7 @@ def _read_into(options: ObjectReadOptions, store: Stores, planned: PlannedObject
     """Executor: append the data of ``planned`` to ``data``, its digest verified; the info of the version
     read, or None when it is gone and ignoreMissingObjects is set. An object replaced since planning, or
     while it is read, is read as its newest version (the row then shows that version's size, digest and
-    time), with a warning; after :data:`_READ_ATTEMPTS` replacements in a row the task fails. A digest
+    time), with a warning; after `_READ_ATTEMPTS` replacements in a row the task fails. A digest
     mismatch of an object that was not replaced fails the task with DigestMismatchError."""
     source = planned.source
     mark = len(data)
@@ -443,7 +443,7 @@ def read_objects(
     options: ObjectReadOptions, objects: Sequence[PlannedObject], schema: pa.Schema
 ) -> Iterator[pa.RecordBatch]:
     """Executor: the rows of ``objects`` as record batches of ``schema``, one object read at a time, a batch
-    handed on once it reaches :data:`BATCH_BYTES` or :data:`BATCH_ROWS` (before the object that would pass it)."""
+    handed on once it reaches `BATCH_BYTES` or `BATCH_ROWS` (before the object that would pass it)."""
     store = _stores(options) if options.include_content else None
     batch = _Batch(schema)
     for planned in objects:

@@ -6,7 +6,7 @@ micro-batches, so the offset alone must say what a batch reads, whatever Spark a
 * ``seq``: the next stream sequence to read (a batch ``start..end`` reads ``start.seq .. end.seq - 1``);
 * ``created``: when the stream was created. A stream deleted and made again under the same name numbers its
   messages from 1 again; sequences of the old one mean nothing in the new one, so an offset from another
-  incarnation is data loss, never a position (see :class:`StreamRecreatedError`);
+  incarnation is data loss, never a position (see [`StreamRecreatedError`][jetstream_sync.spark.StreamRecreatedError]);
 * ``from`` (end offsets only): the sequence the batch was planned to start at. Spark asks a new query's
   initial offset again when it runs batch 0, and again after a driver restart; with ``latest`` each answer is
   the stream's end at that moment. The batch reads from ``from``, so what was planned is what is read.

@@ -1,8 +1,8 @@
 """The rows a read returns and the Spark partitions that carry a sequence range to an executor.
 
 Shared by the batch reader and the streaming reader (and the readers built on them): planning runs on the
-driver, in the planning worker; :func:`read_partition` runs in an executor worker, on a pickled
-:class:`SequenceRange`.
+driver, in the planning worker; `read_partition` runs in an executor worker, on a pickled
+[`SequenceRange`][jetstream_sync.spark.SequenceRange].
 """
 
 from __future__ import annotations

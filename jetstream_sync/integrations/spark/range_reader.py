@@ -4,7 +4,7 @@ Each executor task reads its piece with the worker's cached client: batched dire
 it, else an ephemeral AckNone consumer from the first sequence. Nothing is kept on the server between tasks,
 so a task retried by Spark reads exactly the same messages.
 
-A range carries the stream's info as the planner saw it (:class:`PlannedRange`), so a direct read needs no
+A range carries the stream's info as the planner saw it (`PlannedRange`), so a direct read needs no
 ``STREAM.INFO`` of its own in the usual case and a busy query costs the server about one request per trigger.
 What the planner knew still has to hold when the task runs, and the messages themselves say when it may not:
 
@@ -12,8 +12,8 @@ What the planner knew still has to hold when the task runs, and the messages the
   later comes from a stream deleted and created again since (or a clock that stepped): the task asks
   ``STREAM.INFO`` then, and a new incarnation fails the task (``failOnDataLoss``) or reads nothing;
 * a first message later than the range's first sequence means deleted messages, or retention that removed
-  what the query needs: ``STREAM.INFO`` tells which (:class:`DataLossError`, or a warning with
-  ``failOnDataLoss=false``).
+  what the query needs: ``STREAM.INFO`` tells which ([`DataLossError`][jetstream_sync.spark.DataLossError], or a warning
+  with ``failOnDataLoss=false``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A read is a range of stream sequences. The planner (on the driver side) turns options into a first and last
 sequence, checks that retention has not removed sequences the query needs, and cuts the range into contiguous
-pieces, one per Spark partition. Each executor task then reads its piece (:mod:`.range_reader`).
+pieces, one per Spark partition. Each executor task then reads its piece (`range_reader`).
 """
 
 from __future__ import annotations

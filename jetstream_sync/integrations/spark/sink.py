@@ -3,8 +3,8 @@
 Spark creates the writers on the driver (``JetStreamDataSource.writer()``/``streamWriter()``), pickles them to
 the executors, and calls ``write()`` there once per partition; ``commit()``/``abort()`` run back on the driver,
 on a writer Spark creates afresh for each commit (so nothing the driver learns lives on the writer object:
-what has to outlast one commit is kept per process in :data:`_watch`). The publishing itself (columns,
-message ids, acknowledgements) is in :mod:`.writing`.
+what has to outlast one commit is kept per process in `_watch`). The publishing itself (columns,
+message ids, acknowledgements) is in `writing`.
 
 Deduplication holds only inside the target stream's ``duplicate_window``; the writers check that window
 (once per stream and process) against what they can know, and warn when a replay could come later than it.
@@ -141,7 +141,7 @@ def _duplicate_window(connection: ConnectionOptions, stream: str) -> float | Non
 
 def check_duplicate_window(connection: ConnectionOptions, stream: str, measured: float, what: str) -> bool:
     """Warn once per stream and process when ``stream`` forgets message ids sooner than ``measured`` seconds
-    (what the writer saw ``what`` take) plus :data:`RETRY_MARGIN`. Runs on the driver; a failed look-up is
+    (what the writer saw ``what`` take) plus `RETRY_MARGIN`. Runs on the driver; a failed look-up is
     logged and skipped, never fails the query. Returns True when it warned now."""
     try:
         window = _duplicate_window(connection, stream)

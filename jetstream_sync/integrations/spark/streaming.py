@@ -8,8 +8,10 @@ query runs; ``read`` runs in executor workers on a pickled copy. Three rules kee
   from (``StreamOffset.planned_from``), so Spark asking for the initial offset again (it does, to run batch 0,
   and after a restart) cannot move batch 0;
 * offsets name the stream's incarnation (its creation time): a stream deleted and created again under the
-  checkpoint is data loss (:class:`StreamRecreatedError`), never a position in the new stream;
-* retention that removed sequences the query still needs is data loss too (:class:`DataLossError`).
+  checkpoint is data loss ([`StreamRecreatedError`][jetstream_sync.spark.StreamRecreatedError]), never a position in the
+  new stream;
+* retention that removed sequences the query still needs is data loss too
+  ([`DataLossError`][jetstream_sync.spark.DataLossError]).
 
 And one keeps an idle query cheap: Spark asks for the latest offset every 10 ms while nothing arrives; the
 stream's end is asked of the server at most once per ``pollInterval`` (0.25 s), and ``reportLatestOffset``
@@ -73,9 +75,9 @@ class StreamEnd:
 
 
 class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Micro-batches of stream sequences; the offset is a :class:`StreamOffset` (the next sequence to read, in
-    one incarnation of the stream), kept in Spark's checkpoint, so a batch replays exactly after a failure and
-    nothing is kept on the server. ``maxMessagesPerTrigger`` bounds the sequences of a batch and
+    """Micro-batches of stream sequences; the offset is a [`StreamOffset`][jetstream_sync.spark.StreamOffset] (the next
+    sequence to read, in one incarnation of the stream), kept in Spark's checkpoint, so a batch replays exactly after a
+    failure and nothing is kept on the server. ``maxMessagesPerTrigger`` bounds the sequences of a batch and
     ``minMessagesPerTrigger`` holds a batch back until that many are there or ``maxTriggerDelay`` passed (with
     subject filters or deleted messages a batch holds fewer messages than sequences)."""
 

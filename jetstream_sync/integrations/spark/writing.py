@@ -3,7 +3,7 @@
 Rows are published with ``publish_async`` (many in flight, bounded) and every acknowledgement is awaited
 before the task reports success, so a task that returns has had each row stored. Every row carries a
 ``Nats-Msg-Id`` (unless ``idempotent=false``): from ``msgIdColumn``, else a default id made by
-:class:`MessageIds` from what the row *is*, never from where it sits in the task:
+`MessageIds` from what the row *is*, never from where it sits in the task:
 
 - rows with the source columns ``stream`` (string) and ``seq`` (bigint), as ``format("jetstream")`` reads
   them: ``{stream}:{seq}:{digest}:{k}``;
@@ -233,7 +233,7 @@ def publish_batches(
 ) -> PublishStats:
     """Publish every row and wait for every ack; raises (failing the task) when a row cannot be stored.
 
-    ``id_prefix`` is the scope of the default message ids (:class:`MessageIds`) of rows without an id
+    ``id_prefix`` is the scope of the default message ids (`MessageIds`) of rows without an id
     column; None (with ``idempotent=false``) publishes without ids. Runs on the executor.
     """
     client = process_client(options.connection)

@@ -1,9 +1,9 @@
 """The successive server-side consumers of one ordered consumer, and how a reset makes the next one.
 
-:class:`ConsumerChain` names and creates the links (``<prefix>_<n>``, never reused) and knows which stream they
-read: a reset first asks whether the stream is still the one read so far (:meth:`ConsumerChain.replaced_io`), so
+`ConsumerChain` names and creates the links (``<prefix>_<n>``, never reused) and knows which stream they
+read: a reset first asks whether the stream is still the one read so far (`ConsumerChain.replaced_io`), so
 that a stream deleted and created anew under its name is never read from the old cursor (issue 26).
-:func:`relink` is the reset loop the ordered pull and push engines share. See docs/ARCHITECTURE.md, "Ordered
+`relink` is the reset loop the ordered pull and push engines share. See docs/ARCHITECTURE.md, "Ordered
 consumers".
 """
 
@@ -72,7 +72,7 @@ class ConsumerChain:
     @property
     def attempt_timeout(self) -> float:
         """How long one request of a reset (``STREAM.INFO``, the next link's create) waits: a share of the
-        context's timeout as an API retry's attempt gets, at most :data:`RESET_ATTEMPT_MAX` seconds.
+        context's timeout as an API retry's attempt gets, at most `RESET_ATTEMPT_MAX` seconds.
 
         A reset retries a request that went unanswered, so waiting the context's whole timeout for one (30 s
         where code sets it long to ride out elections) only kept a watch silent that long after a reconnect
@@ -185,7 +185,7 @@ class ConsumerChain:
         return self._compare(StreamInfo.from_json(info), cursor)
 
     def replaced(self, cursor: int, timeout: float) -> str | None:
-        """User thread (an ordered fetch or next() replacing its link): :meth:`replaced_io`, blocking."""
+        """User thread (an ordered fetch or next() replacing its link): `replaced_io`, blocking."""
         return self._compare(
             StreamInfo.from_json(self.api.request(f"STREAM.INFO.{self.stream}", None, timeout)), cursor
         )
@@ -206,7 +206,7 @@ class ConsumerChain:
 
     def _compare(self, info: StreamInfo, cursor: int) -> str | None:
         """Any thread, one read at a time: the stream ``info`` against the one read so far. ``stream_created`` is
-        written here and by :meth:`learn_stream_io` (IO thread), which only fills it while it is unset: both
+        written here and by `learn_stream_io` (IO thread), which only fills it while it is unset: both
         store the creation time of the stream as it was when asked."""
         before, self.stream_created = self.stream_created, info.created
         if before is not None and info.created != before:
@@ -239,7 +239,7 @@ class ConsumerChain:
 
 
 class Relinking(Protocol):
-    """What :func:`relink` needs of an ordered engine (pull or push); IO thread."""
+    """What `relink` needs of an ordered engine (pull or push); IO thread."""
 
     stopped: bool
     resetting: bool
@@ -314,7 +314,7 @@ async def relink(
 
 
 def _stream_replaced(engine: Relinking, why: str) -> None:
-    """IO thread: the stream was replaced under the engine (see :meth:`ConsumerChain.replacement`); on "restart"
+    """IO thread: the stream was replaced under the engine (see `ConsumerChain.replacement`); on "restart"
     the event goes to the engine's error handler and the next link reads the new stream from its beginning."""
     engine.report(engine.chain.replacement(engine.label, why, engine.stream_seq))
     engine.start_over()

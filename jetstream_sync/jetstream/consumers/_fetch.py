@@ -1,6 +1,6 @@
-"""The one-off pull engines: :class:`FetchPull` (``fetch``, and ``next`` when it cannot use ``_single.py``) and
-:class:`AckNextPull` (``msg.ack_next``). One pull request, a :class:`BatchSource`; built on the common
-:class:`~._pull._PullEngine` (its own inbox subscription, messages built on the IO thread). IO-thread state is
+"""The one-off pull engines: `FetchPull` (``fetch``, and ``next`` when it cannot use ``_single.py``) and
+`AckNextPull` (``msg.ack_next``). One pull request, a [`BatchSource`][jetstream_sync.BatchSource]; built on the common
+`_PullEngine` (its own inbox subscription, messages built on the IO thread). IO-thread state is
 written only there (docs/ARCHITECTURE.md, "Rules: one writer per piece of state").
 """
 

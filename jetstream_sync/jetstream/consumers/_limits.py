@@ -10,11 +10,11 @@ with a 409 that carries no ``Nats-Pending-*`` headers (nothing of it was ever pe
   handles it (``ContinuousPull._on_full``).
 
 What to do about a mismatch differs by reader. ``fetch()`` and ``next()`` asked for a size and a wait the user
-chose for that one call: the call raises :class:`~jetstream_sync.errors.PullLimitError` naming the consumer's
-limit and the call's value (:func:`read_limit_error`), since no retry of that call can succeed. A consume's
+chose for that one call: the call raises [`PullLimitError`][jetstream_sync.errors.PullLimitError] naming the consumer's
+limit and the call's value (`read_limit_error`), since no retry of that call can succeed. A consume's
 ``max_messages``, ``max_bytes`` and ``expires`` size its buffer and its re-pull cadence rather than promise
 anything about one pull, while the consumer's limits are how an operator bounds every client's pulls: ending the
-consume would stop a service that can run within them, so it fits its pulls to the limit (:func:`fit_plan`) and
+consume would stop a service that can run within them, so it fits its pulls to the limit (`fit_plan`) and
 reports that once. nats.go reports each refusal and keeps counting the refused pull as pending, so its consume
 waits for the missed-heartbeat alarm and meets the same refusal again. Only what no consume can fit (a
 ``max_expires`` below the 1 s a consume's pull needs, or a limit the 409 does not state readably) ends it.

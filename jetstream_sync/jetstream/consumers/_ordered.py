@@ -1,11 +1,11 @@
 """The machinery of ordered consumers: the chain of server-side consumers, and the pull engines that check order.
 
 An ordered consumer is a chain of ephemeral, AckNone, R1 memory consumers: each one starts after the last
-stream sequence the previous one delivered in order. :class:`ConsumerChain` creates the links (on a user
+stream sequence the previous one delivered in order. `ConsumerChain` creates the links (on a user
 thread for fetch, on the IO thread for a continuous pull) and deletes the old one best-effort.
-:class:`OrderedPull` is the continuous pull that checks every message's consumer sequence on the IO thread
+`OrderedPull` is the continuous pull that checks every message's consumer sequence on the IO thread
 and, on a gap, a missed heartbeat, a deleted consumer, "no responders" or a reconnect, moves to a new link
-under the same buffer and readers. :class:`OrderedBatch` does the same check for one fetch, on the reading
+under the same buffer and readers. `OrderedBatch` does the same check for one fetch, on the reading
 thread. See docs/ARCHITECTURE.md, "Ordered consumers".
 """
 
@@ -61,7 +61,7 @@ class CatchUpProbe:
     is made. When the last pending messages vanish before they are delivered (aged out by a TTL, purged,
     deleted), no such message comes: a snapshot (``until_drained``, a KV listing) would wait forever, and a
     watcher would never report its initial values done. So while the server owes the read messages and has
-    been silent for :data:`CATCH_UP_CHECK`, the watchdog asks the IO thread to fetch the live link's info:
+    been silent for `CATCH_UP_CHECK`, the watchdog asks the IO thread to fetch the live link's info:
     nothing pending, and every message the link delivered received, means caught up. The consumer sequence
     (not the stream sequence, which moves past purged messages) is what tells "received" exactly. An answer
     that the link or its stream is gone starts a reset at once, instead of after two missed heartbeats.
@@ -126,7 +126,7 @@ class CatchUpProbe:
 
 
 class OrderedPull(ContinuousPull):
-    """A continuous pull over a :class:`ConsumerChain`: in order, gap-free, no duplicates, self-healing.
+    """A continuous pull over a `ConsumerChain`: in order, gap-free, no duplicates, self-healing.
 
     IO-thread state: ``stream_seq`` / ``consumer_seq`` (the last message accepted), ``resetting``. A message is
     accepted only if it comes from the live link with the next consumer sequence; anything else starts a
@@ -370,7 +370,8 @@ Renew = Callable[[int, int], "FetchPull | None"]
 
 
 class OrderedBatch:
-    """One fetch of an ordered consumer (a :class:`BatchSource`), checking order on the reading thread.
+    """One fetch of an ordered consumer (a [`BatchSource`][jetstream_sync.BatchSource]), checking order on the reading
+    thread.
 
     A message out of order, a deleted consumer, "no responders" or a missed heartbeat replace the link
     (through ``renew``) and the fetch goes on for what is left of its count and time; when it cannot, it ends

@@ -1,15 +1,15 @@
 """The ADR-37 pull engines' common part and the continuous pull: pull requests, pending counts, status handling
 and heartbeats.
 
-:class:`ContinuousPull` keeps a bounded buffer filled (a :class:`DeliverySource`) for ``messages()`` and
-``consume()``; the one-off pulls (``fetch``, ``next``) are in ``_fetch.py`` and ``_single.py``. Each routes messages
+`ContinuousPull` keeps a bounded buffer filled (a [`DeliverySource`][jetstream_sync.DeliverySource]) for ``messages()``
+and ``consume()``; the one-off pulls (``fetch``, ``next``) are in ``_fetch.py`` and ``_single.py``. Each routes messages
 by its own inbox subscription and builds them on the IO thread. IO-thread state is written only on the IO thread;
 the user side writes only its delivery counters (which the IO thread applies) and the watchdog only reads
 (docs/ARCHITECTURE.md, "Rules: one writer per piece of state"). A message counts as processed when it is handed
 to the user, so at most ``max_messages`` (or ``max_bytes``) unprocessed messages are held per consume.
 
-The server-side consumer a pull engine asks is a :class:`PullTarget`, replaceable on a running engine
-(:meth:`ContinuousPull.retarget`): that is where an ordered consumer plugs in.
+The server-side consumer a pull engine asks is a `PullTarget`, replaceable on a running engine
+(`ContinuousPull.retarget`): that is where an ordered consumer plugs in.
 """
 
 from __future__ import annotations

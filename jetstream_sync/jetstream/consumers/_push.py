@@ -7,8 +7,8 @@ heartbeats feed the heartbeat monitor (alarm after 3x the interval by default, s
 the gap check (their ``Nats-Last-Consumer`` header); a flow-control request is answered once the message
 before it was handed to the user, never on receipt, and a heartbeat's ``Nats-Consumer-Stalled`` header is
 answered at once; each flow-control subject is answered once. Error statuses (409, 503, unknown) are reported,
-never handed out. :class:`OrderedPush` adds order checking and self-healing over a
-:class:`~._ordered.ConsumerChain`. The handles (MessagesIterator, ConsumeContext) are the pull ones.
+never handed out. `OrderedPush` adds order checking and self-healing over a
+`ConsumerChain`. The handles (MessagesIterator, ConsumeContext) are the pull ones.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class PushLimits:
 
 
 class PushEngine:
-    """One subscription on a push consumer's deliver subject (a :class:`DeliverySource`).
+    """One subscription on a push consumer's deliver subject (a [`DeliverySource`][jetstream_sync.DeliverySource]).
 
     IO-thread state: ``received``/``received_bytes``, ``consumer_seq`` (gap detection), the status counters.
     User side: ``delivered``/``delivered_bytes``. The flow-control queue is shared under its own lock: the IO

@@ -1,10 +1,10 @@
 """The reading calls that several consumer handles share, written once over one hook each.
 
-- :class:`FetchCalls`: ``fetch`` / ``fetch_bytes`` / ``fetch_no_wait`` over ``_fetch(FetchOptions)``
+- `FetchCalls`: ``fetch`` / ``fetch_bytes`` / ``fetch_no_wait`` over ``_fetch(FetchOptions)``
   (pull consumers and ordered consumers).
-- :class:`PushReads`: ``messages`` / ``consume`` over ``_engine(options, error_handler)`` (push consumers and
+- `PushReads`: ``messages`` / ``consume`` over ``_engine(options, error_handler)`` (push consumers and
   ordered push consumers).
-- :class:`ServerConsumerHandle`: the name, ``cached_info``, ``info()`` and ``delete()`` of a handle on one
+- `ServerConsumerHandle`: the name, ``cached_info``, ``info()`` and ``delete()`` of a handle on one
   named server-side consumer (pull and push).
 
 The handles differ in how a read starts (one pull, a continuous pull, a push engine, a chain of ordered
@@ -60,28 +60,35 @@ class ServerConsumerHandle(ProcessLocal):
         return f"<{type(self).__name__} {self.stream_name!r}/{self.name!r}>"
 
     def info(self) -> ConsumerInfo:
+        """The consumer's state, asked of the server now
+        ([`JetStream.consumer_info`][jetstream_sync.JetStream.consumer_info]); kept in ``cached_info`` too."""
         self.cached_info = self.jetstream.consumer_info(self.stream_name, self.name)
         return self.cached_info
 
     def leader(self) -> str | None:
-        """The name of the server leading the consumer now: asks the server (a fresh :meth:`info`, which also
-        updates ``cached_info``). None when JetStream is not clustered, and while the consumer elects a leader."""
+        """The name of the server leading the consumer now: asks the server (a fresh
+        [`info`][jetstream_sync.Consumer.info], which also updates ``cached_info``). None when JetStream is not
+        clustered, and while the consumer elects a leader."""
         return clustered_leader(self.info().cluster)
 
     def delete(self) -> None:
+        """Delete the consumer on the server; see
+        [`JetStream.delete_consumer`][jetstream_sync.JetStream.delete_consumer]."""
         self.jetstream.delete_consumer(self.stream_name, self.name)
 
     def pause(self, until: datetime) -> ConsumerPauseState:
-        """Stop delivery until ``until`` (timezone-aware); see :meth:`JetStream.pause_consumer`."""
+        """Stop delivery until ``until`` (timezone-aware); see
+        [`JetStream.pause_consumer`][jetstream_sync.JetStream.pause_consumer]."""
         return self.jetstream.pause_consumer(self.stream_name, self.name, until)
 
     def resume(self) -> ConsumerPauseState:
-        """End the pause now; see :meth:`JetStream.resume_consumer`."""
+        """End the pause now; see [`JetStream.resume_consumer`][jetstream_sync.JetStream.resume_consumer]."""
         return self.jetstream.resume_consumer(self.stream_name, self.name)
 
     def unpin(self, group: str) -> None:
         """Move the pin of priority group ``group`` away from the client holding it; see
-        :meth:`JetStream.unpin_consumer`. Refused before sending when the consumer has no such group."""
+        [`JetStream.unpin_consumer`][jetstream_sync.JetStream.unpin_consumer]. Refused before sending when the consumer
+        has no such group."""
         groups = self.cached_info.config.priority_groups or []
         if group not in groups:
             have = f"its groups are {groups}" if groups else "it has no priority groups"
@@ -92,7 +99,7 @@ class ServerConsumerHandle(ProcessLocal):
 
     def reset(self, sequence: int | None = None) -> ConsumerInfo:
         """Deliver from ``sequence`` next (None: from just after the ack floor); see
-        :meth:`JetStream.reset_consumer`."""
+        [`JetStream.reset_consumer`][jetstream_sync.JetStream.reset_consumer]."""
         self.cached_info = self.jetstream.reset_consumer(self.stream_name, self.name, sequence)
         return self.cached_info
 
@@ -181,7 +188,8 @@ class PushReads(ProcessLocal, ABC):
     def messages(
         self, *, options: PushOptions | None = None, error_handler: ErrorHandler | None = None, **kwargs: Any
     ) -> MessagesIterator:
-        """An iterator over what the server pushes; keywords (or ``options=``) as :class:`PushOptions`.
+        """An iterator over what the server pushes; keywords (or ``options=``) as
+        [`PushOptions`][jetstream_sync.PushOptions].
 
         Heartbeat alarms, gaps, dropped messages and error statuses go to ``error_handler`` (or the log).
         """

@@ -1,6 +1,6 @@
 """ADR-13's Pull(1) for ``next()``: one reusable inbox subscription per consumer handle, one hand-off per call.
 
-A ``next()`` through :class:`FetchPull` pays a subscription, an IO-thread wake-up to start the pull, a buffer
+A ``next()`` through `FetchPull` pays a subscription, an IO-thread wake-up to start the pull, a buffer
 and an unsubscription for one message: 0.45 ms of client CPU against nats-py's 0.14 ms (benchmarks/run.py).
 Here the subscription (on ``<inbox>.*``) lives as long as the handle keeps calling ``next()``, and each call
 
@@ -29,7 +29,7 @@ disconnect may still be alive at the server (it keeps a request whose reply subj
 a quick reconnect), so a second message can come: it goes to the next call or is nak'd, as above.
 
 Only plain ``next()`` calls come here: with a priority group, or while another thread's ``next()`` on the same
-handle is running, the call goes through :class:`FetchPull` as before. The subscription is dropped after
+handle is running, the call goes through `FetchPull` as before. The subscription is dropped after
 ``IDLE_UNSUBSCRIBE`` seconds without a call, so handles that are dropped leave nothing behind for long.
 """
 
@@ -118,7 +118,7 @@ class SinglePull:
     # -- the calling thread -------------------------------------------------------------------------------
     def next(self, options: FetchOptions) -> Msg:
         """Calling thread: one message, or TimeoutError when none came within the time (across reconnects: a
-        disconnect does not end the call, see the module's docstring). Hold :attr:`busy` to call."""
+        disconnect does not end the call, see the module's docstring). Hold `busy` to call."""
         runtime = self.runtime
         if self._sub is None:
             self._subscribe()

@@ -1,5 +1,5 @@
-"""What a pull engine asks and what it hands out: the server-side consumer (:class:`PullTarget`, with the
-pin of a pinned-client priority group, :class:`PinTracker`), the message built from a delivery, and the error
+"""What a pull engine asks and what it hands out: the server-side consumer (`PullTarget`, with the
+pin of a pinned-client priority group, `PinTracker`), the message built from a delivery, and the error
 of a one-off pull that met no responders. Shared by every pull engine: ``_pull.py`` (fetch, consume),
 ``_single.py`` (next) and ``_ordered.py`` (ordered links).
 """

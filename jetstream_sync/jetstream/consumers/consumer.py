@@ -1,7 +1,8 @@
 """Consumer: a handle on one consumer, its info, and the ADR-37 ways to read it: fetch, next, messages, consume.
 
-Each reading method takes its options as keywords or as one ``options=`` object (:class:`FetchOptions`,
-:class:`ConsumeOptions`), validated before anything is sent.
+Each reading method takes its options as keywords or as one ``options=`` object
+([`FetchOptions`][jetstream_sync.FetchOptions], [`ConsumeOptions`][jetstream_sync.ConsumeOptions]), validated before
+anything is sent.
 """
 
 from __future__ import annotations
@@ -168,10 +169,10 @@ class Consumer(ServerConsumerHandle, FetchCalls):
     ) -> ConsumeContext:
         """Run ``handler(msg)`` for every message, serially, on the consume's own thread.
 
-        Takes the options of :meth:`messages`. Errors and warnings (status warnings, missed heartbeats,
-        exceptions from the handler) go to ``error_handler`` on the client's callbacks thread; terminal ones end
-        the consume. With ``auto_in_progress`` a handler that works longer than half the consumer's ack_wait
-        has its message kept alive (+WPI every ack_wait/2, from the watchdog) until it acks or returns, so it
+        Takes the options of [`messages`][jetstream_sync.Consumer.messages]. Errors and warnings (status warnings,
+        missed heartbeats, exceptions from the handler) go to ``error_handler`` on the client's callbacks thread;
+        terminal ones end the consume. With ``auto_in_progress`` a handler that works longer than half the consumer's
+        ack_wait has its message kept alive (+WPI every ack_wait/2, from the watchdog) until it acks or returns, so it
         is not redelivered meanwhile. With ``workers=N`` the handler runs on N threads; with ``ordered_by``
         (a function of the message, e.g. ``lambda m: m.subject``) messages of one key go to one worker, in
         order, never two at once (see ``_dispatch/_pool.py``).

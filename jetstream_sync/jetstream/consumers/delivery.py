@@ -1,10 +1,11 @@
 """What fetch(), messages() and consume() hand to the user, and the two protocols they read from.
 
-The handles (:class:`MessageBatch`, :class:`MessagesIterator`, :class:`ConsumeContext`) know nothing of pulls:
-they read a :class:`BatchSource` (one bounded delivery: a fetch) or a :class:`DeliverySource` (an unbounded
-one, kept filled until stopped). The pull engines implement both today; a push consumer or an ordered
-consumer (which swaps its server-side consumer under a live source) implements the same protocols and gets
-the same handles unchanged. See docs/ARCHITECTURE.md, "Delivery sources".
+The handles ([`MessageBatch`][jetstream_sync.MessageBatch], [`MessagesIterator`][jetstream_sync.MessagesIterator],
+[`ConsumeContext`][jetstream_sync.ConsumeContext]) know nothing of pulls: they read a
+[`BatchSource`][jetstream_sync.BatchSource] (one bounded delivery: a fetch) or a
+[`DeliverySource`][jetstream_sync.DeliverySource] (an unbounded one, kept filled until stopped). The pull engines
+implement both today; a push consumer or an ordered consumer (which swaps its server-side consumer under a live source)
+implements the same protocols and gets the same handles unchanged. See docs/ARCHITECTURE.md, "Delivery sources".
 """
 
 from __future__ import annotations
@@ -121,21 +122,23 @@ class DeliverySource(Protocol):
         """Stopped or draining: no new pulls."""
 
     def take_into(self, held: deque[Msg], limit: int, timeout: float | None) -> None:
-        """Move up to ``limit`` messages into ``held`` (the reader's burst, registered with :meth:`hold`),
-        waiting at most ``timeout`` for the first (None: until one comes). Raises BufferFinished at a clean
-        end, TimeoutError, or the JetStreamError that ended the delivery."""
+        """Move up to ``limit`` messages into ``held`` (the reader's burst, registered with
+        [`hold`][jetstream_sync.DeliverySource.hold]), waiting at most ``timeout`` for the first (None: until one
+        comes). Raises BufferFinished at a clean end, TimeoutError, or the JetStreamError that ended the delivery."""
 
     def hold(self, surrender: Callable[[], Iterable[Msg]]) -> None:
         """Any thread: a reader's hold on messages it took and has not handed out (its burst, a worker pool's
         queue). When the delivery is aborted (``stop()``, the client closing) the source gives back what
         ``surrender`` gives up with its own buffer, before the connection closes; ``surrender`` must not
-        block (it runs on the closing thread while the reader may be waiting in :meth:`take_into`)."""
+        block (it runs on the closing thread while the reader may be waiting in
+        [`take_into`][jetstream_sync.DeliverySource.take_into])."""
 
     def handed_out(self, msg: Msg) -> None:
         """The reader hands ``msg`` to the user now: it counts as processed for flow control."""
 
     def handed_out_many(self, msgs: Sequence[Msg]) -> None:
-        """As :meth:`handed_out` for a whole list at once (the last one is the newest); not empty."""
+        """As [`handed_out`][jetstream_sync.DeliverySource.handed_out] for a whole list at once (the last one is the
+        newest); not empty."""
 
     def give_back(self, msgs: Sequence[Msg]) -> None:
         """Any thread: ``msgs`` were taken from the source and will not reach the user (the reader stopped):

@@ -3,7 +3,7 @@
 ``fetch(10, expires=5)`` and ``fetch(options=FetchOptions(max_messages=10, expires=5))`` build the same
 object; every constraint (ranges, exclusive options, heartbeat against expiry) is checked on construction, so
 bad options fail before anything is sent, naming the option. The engines read the resolved values
-(:class:`PullPlan`, defaults filled in) rather than the options as given.
+([`PullPlan`][jetstream_sync.PullPlan], defaults filled in) rather than the options as given.
 """
 
 from __future__ import annotations
@@ -154,6 +154,7 @@ class _PriorityFields:
 
     @property
     def pull_priority(self) -> PullPriority | None:
+        """The priority group fields as the pull engines send them; None without ``priority_group``."""
         if self.priority_group is None:
             return None
         return PullPriority(
@@ -365,8 +366,8 @@ class OrderedConsumerConfig:
     ``on_stream_replaced``: what a reset does when it finds the stream deleted and created anew under its name
     (a memory bucket lost in a server restart and made again by another client, say): ``"restart"`` (the
     default) reads the new stream from its beginning, per ``deliver_policy``, and reports
-    :class:`~jetstream_sync.errors.StreamReplacedError` to the error handler as an event; ``"error"`` ends the
-    read with it. Restart is the default because nothing of the new stream was read yet, so starting over
+    [`StreamReplacedError`][jetstream_sync.errors.StreamReplacedError] to the error handler as an event; ``"error"``
+    ends the read with it. Restart is the default because nothing of the new stream was read yet, so starting over
     loses and repeats nothing of it, and a watcher that stopped would be the silent failure this exists to
     prevent; choose ``"error"`` where stream sequences are your own positions (a pipeline's offsets).
     """

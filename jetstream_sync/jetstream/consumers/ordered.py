@@ -2,10 +2,10 @@
 
 As nats.go's ``OrderedConsumer``: the client owns a chain of ephemeral server-side consumers and replaces the
 live one after the last message it delivered whenever order cannot be guaranteed (a consumer-sequence gap, a
-missed heartbeat, a deleted consumer, "no responders", a reconnect). Reading works as on a :class:`Consumer`
-(fetch, fetch_bytes, fetch_no_wait, next, messages, consume), one read at a time; ``until_drained=True``
-turns ``messages()`` and ``consume()`` into a snapshot that ends when caught up (what KV ``keys()`` and
-``history()`` are built on).
+missed heartbeat, a deleted consumer, "no responders", a reconnect). Reading works as on a
+[`Consumer`][jetstream_sync.Consumer] (fetch, fetch_bytes, fetch_no_wait, next, messages, consume), one read at a time;
+``until_drained=True`` turns ``messages()`` and ``consume()`` into a snapshot that ends when caught up (what KV
+``keys()`` and ``history()`` are built on).
 """
 
 from __future__ import annotations
@@ -126,7 +126,8 @@ class OrderedConsumer(FetchCalls):
     def stop_soon(self) -> None:
         """Any thread, never waits (the watchdog's deadline check of a bucket walk calls it): end a running
         ``messages()``/``consume()`` now. Its pull deletes the live server-side consumer from the IO thread;
-        unlike :meth:`close`, no lock is taken and nothing is sent from the calling thread."""
+        unlike [`close`][jetstream_sync.OrderedConsumer.close], no lock is taken and nothing is sent from the calling
+        thread."""
         pull = self._pull
         if pull is not None:
             pull.stop()
@@ -378,7 +379,7 @@ class OrderedConsumer(FetchCalls):
         error_handler: ErrorHandler | None = None,
         **kwargs: Any,
     ) -> MessagesIterator:
-        """An iterator over the stream in order (options as :meth:`Consumer.messages`).
+        """An iterator over the stream in order (options as [`Consumer.messages`][jetstream_sync.Consumer.messages]).
 
         With ``until_drained=True`` the iteration ends once every message pending when it caught up was
         delivered (a snapshot); otherwise it runs until stopped. Resets are reported to ``error_handler`` only
@@ -398,9 +399,10 @@ class OrderedConsumer(FetchCalls):
         auto_in_progress: bool = False,
         **kwargs: Any,
     ) -> ConsumeContext:
-        """Run ``handler(msg)`` for every message in order on the consume's own thread (see :meth:`messages`).
-        With ``workers=N`` on N threads: give ``ordered_by`` (e.g. the subject) to keep each key's order.
-        ``auto_in_progress`` is refused: an ordered consumer takes no acks."""
+        """Run ``handler(msg)`` for every message in order on the consume's own thread (see
+        [`messages`][jetstream_sync.OrderedConsumer.messages]). With ``workers=N`` on N threads: give ``ordered_by``
+        (e.g. the subject) to keep each key's order. ``auto_in_progress`` is refused: an ordered consumer takes no
+        acks."""
         progress = progress_keeper(self._runtime, None, auto_in_progress)
         return start_consume(
             lambda: self._continuous(options, kwargs, error_handler, until_drained),

@@ -2,8 +2,8 @@
 
 A push consumer has a ``deliver_subject``: the server sends to it without being asked. ``consume(handler)``
 and ``messages()`` read it with ADR-15's automatic status management (heartbeat alarms, flow control,
-gap detection, error statuses); the buffer is bounded by :class:`PushOptions`. For the nats-py style
-``js.subscribe`` see ``jetstream/subscribe.py``.
+gap detection, error statuses); the buffer is bounded by [`PushOptions`][jetstream_sync.PushOptions]. For the nats-py
+style ``js.subscribe`` see ``jetstream/subscribe.py``.
 """
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ class PushConsumer(ServerConsumerHandle, PushReads):
 
 class OrderedPushConsumer(PushReads):
     """An ordered read of a stream over push delivery (flow control and heartbeats, no acks), recreated after
-    any fault as the pull-based :class:`OrderedConsumer`; one read at a time."""
+    any fault as the pull-based [`OrderedConsumer`][jetstream_sync.OrderedConsumer]; one read at a time."""
 
     def __init__(
         self,

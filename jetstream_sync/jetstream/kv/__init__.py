@@ -1,5 +1,6 @@
-"""Key-value buckets (ADR-8) on JetStream streams: :class:`KeyValue`, :class:`KeyWatcher`, and the
-:class:`KeyValueManager` calls the JetStream context has."""
+"""Key-value buckets (ADR-8) on JetStream streams: [`KeyValue`][jetstream_sync.KeyValue],
+[`KeyWatcher`][jetstream_sync.KeyWatcher], and the [`KeyValueManager`][jetstream_sync.KeyValueManager] calls the
+JetStream context has."""
 
 from __future__ import annotations
 

@@ -11,11 +11,11 @@ The answers themselves look alike, but the client can tell when one is in doubt:
 
 - the refusal names a revision older than one this client has already written or read for the key (only a
   stale server says that); or
-- a write of this client to the stream went unanswered in the last :data:`~.._consistency.DOUBT_WINDOW`
+- a write of this client to the stream went unanswered in the last `DOUBT_WINDOW`
   seconds (the in-flight write behind a deposed leader's 10164 is such a write).
 
 Every compare-and-set carries a unique ``Nats-Msg-Id``, and a refusal in doubt is confirmed by sending the same
-message again after :data:`CONFIRM_AFTER` seconds, by when a deposed leader whose routes are back has stepped
+message again after `CONFIRM_AFTER` seconds, by when a deposed leader whose routes are back has stepped
 down. The stream checks the id before anything else (``checkMsgHeadersPreClusteredProposal``): a duplicate
 acknowledgement means the first attempt was stored (its sequence is the write's revision); 10158 means it is
 still being stored (asked again); a refusal now comes from the real leader; a plain acknowledgement means it is

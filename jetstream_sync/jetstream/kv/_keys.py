@@ -87,7 +87,7 @@ def operation_of(headers: Mapping[str, str] | None) -> KeyValueOp:
 
 
 def operation_of_raw(raw: bytes | None) -> KeyValueOp:
-    """:func:`operation_of` from a raw header block; values (most entries) are told apart without parsing."""
+    """`operation_of` from a raw header block; values (most entries) are told apart without parsing."""
     if raw is None or (b"KV-Operation" not in raw and b"Nats-Marker-Reason" not in raw):
         return KeyValueOp.PUT
     return operation_of(parse_header_block(raw)[2])

@@ -58,11 +58,11 @@ class KeyValue(ProcessLocal):
     """A handle on one bucket. Thread-safe; every call is one or a few requests, nothing is cached but the
     stream's configuration at bind time (and, per client, the revision last seen of each key: see ``read``).
 
-    ``read`` is how single-key reads (:meth:`get`, :meth:`get_many`) pick the server that answers:
-    ``"read_your_writes"`` (the default: any replica, checked against what this client wrote and read, asked
-    again of the leader when behind), ``"leader"`` (the stream leader: every acknowledged write), or
-    ``"direct"`` (any replica, unchecked). :mod:`jetstream_sync.jetstream._consistency` says what each
-    guarantees and costs; a call's ``read=`` overrides it.
+    ``read`` is how single-key reads ([`get`][jetstream_sync.KeyValue.get],
+    [`get_many`][jetstream_sync.KeyValue.get_many]) pick the server that answers: ``"read_your_writes"`` (the default:
+    any replica, checked against what this client wrote and read, asked again of the leader when behind), ``"leader"``
+    (the stream leader: every acknowledged write), or ``"direct"`` (any replica, unchecked).
+    `jetstream_sync.jetstream._consistency` says what each guarantees and costs; a call's ``read=`` overrides it.
 
     For a bucket that mirrors another, keys live under the origin bucket's prefix and writes go to the origin
     (as nats.go does); reads are served by this bucket's stream, whose revisions are its own, so only the
@@ -142,7 +142,8 @@ class KeyValue(ProcessLocal):
     def update(self, key: str, value: bytes, last: int, *, ttl: float | timedelta | None = None) -> int:
         """Store ``value`` only if ``last`` is still the key's latest revision; KeyWrongLastSequenceError if not.
 
-        ``ttl`` as for :meth:`put`; without it the new value has none, whatever the one it replaces had.
+        ``ttl`` as for [`put`][jetstream_sync.KeyValue.put]; without it the new value has none, whatever the one it
+        replaces had.
         """
         check_key(key)
         data = check_payload("value", value)
@@ -539,7 +540,7 @@ class KeyValue(ProcessLocal):
         return KeyWatcher(self, self._filter_subjects(filters), options)
 
     def watch_all(self, **options: bool | int | None) -> KeyWatcher:
-        """:meth:`watch` of every key."""
+        """[`watch`][jetstream_sync.KeyValue.watch] of every key."""
         return self.watch(">", **options)  # type: ignore[arg-type]
 
     def status(self) -> KeyValueStatus:

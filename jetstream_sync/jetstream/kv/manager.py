@@ -1,6 +1,6 @@
 """KeyValueManager: the bucket-level calls of the JetStream context (create, bind, update, delete, list).
 
-A mixin of :class:`~jetstream_sync.JetStream`, kept here so everything about key-value buckets lives in one
+A mixin of [`JetStream`][jetstream_sync.JetStream], kept here so everything about key-value buckets lives in one
 package, as nats.go keeps its ``KeyValueManager`` beside ``kv.go``.
 """
 
@@ -32,7 +32,8 @@ class KeyValueManager:
     def create_key_value(self, config: KeyValueConfig, *, read: ReadMode = "read_your_writes") -> KeyValue:
         """Create a bucket; the same configuration again returns it, another one is BucketExistsError.
 
-        ``read``: how the handle's single-key reads pick the server that answers (:class:`KeyValue`)."""
+        ``read``: how the handle's single-key reads pick the server that answers
+        ([`KeyValue`][jetstream_sync.KeyValue])."""
         config = _config(config)
         js = as_jetstream(self)
         info = create_bucket_stream(js, config.bucket, config.stream_config())
@@ -40,7 +41,7 @@ class KeyValueManager:
 
     def update_key_value(self, config: KeyValueConfig, *, read: ReadMode = "read_your_writes") -> KeyValue:
         """Change a bucket's configuration; BucketNotFoundError when it does not exist. ``read`` as for
-        :meth:`create_key_value`."""
+        [`create_key_value`][jetstream_sync.KeyValueManager.create_key_value]."""
         config = _config(config)
         js = as_jetstream(self)
         info = update_bucket_stream(js, config.bucket, config.stream_config())
@@ -56,7 +57,8 @@ class KeyValueManager:
 
     def key_value(self, bucket: str, *, read: ReadMode = "read_your_writes") -> KeyValue:
         """A handle on an existing bucket; BucketNotFoundError when there is none, KeyValueConfigError when the
-        stream of that name is not a bucket. ``read`` as for :meth:`create_key_value`."""
+        stream of that name is not a bucket. ``read`` as for
+        [`create_key_value`][jetstream_sync.KeyValueManager.create_key_value]."""
         js = as_jetstream(self)
         info = bucket_stream_info(js, KV_STREAM_PREFIX, bucket)
         if info.config.max_msgs_per_subject < 1:

@@ -74,8 +74,8 @@ class WatchOptions:
 
 
 class KeyWatcher(BucketWatcher[KeyValueEntry]):
-    """Iterate it for :class:`~jetstream_sync.KeyValueEntry` objects, and one ``None`` when the initial values
-    are done; ``next(timeout)`` waits at most that long. Use it as a context manager (or call ``stop()``): that
+    """Iterate it for [`KeyValueEntry`][jetstream_sync.models.KeyValueEntry] objects, and one ``None`` when the initial
+    values are done; ``next(timeout)`` waits at most that long. Use it as a context manager (or call ``stop()``): that
     deletes its server-side consumer at once.
     """
 

@@ -1,5 +1,6 @@
-"""Object stores (ADR-20) on JetStream streams: :class:`ObjectStore`, :class:`ObjectReader`,
-:class:`ObjectWatcher`, and the :class:`ObjectStoreManager` calls the JetStream context has.
+"""Object stores (ADR-20) on JetStream streams: [`ObjectStore`][jetstream_sync.ObjectStore],
+[`ObjectReader`][jetstream_sync.ObjectReader], [`ObjectWatcher`][jetstream_sync.ObjectWatcher], and the
+[`ObjectStoreManager`][jetstream_sync.ObjectStoreManager] calls the JetStream context has.
 
 One module per job: ``_meta`` (the wire format), ``_source`` (what ``put`` reads, cut into chunks),
 ``_upload`` (the windowed chunk publish), ``_files`` (``get_file``'s temporary file and rename), ``reader``,

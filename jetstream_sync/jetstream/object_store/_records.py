@@ -68,7 +68,7 @@ class MetaRecords:
 
     def lookup(self, name: str, *, strict: bool = True, read: ReadMode = "leader") -> Current:
         """The newest metadata of ``name``, deleted or not, read as ``read`` says (see
-        :mod:`jetstream_sync.jetstream._consistency`). Unreadable metadata raises BadObjectMetaError when
+        `jetstream_sync.jetstream._consistency`). Unreadable metadata raises BadObjectMetaError when
         ``strict``, else it counts as no object (what a put overwrites)."""
         subject = meta_subject(self.bucket, name)
         prefix = self.jetstream.api_prefix
@@ -151,7 +151,7 @@ class MetaRecords:
             return current.info
 
     def write_of(self, name: str, make: Callable[[ObjectInfo | None], ObjectInfo | None]) -> ObjectInfo | None:
-        """:meth:`write`, returning what was written (None: nothing) instead of what was replaced."""
+        """`write`, returning what was written (None: nothing) instead of what was replaced."""
         written: list[ObjectInfo | None] = [None]
 
         def remember(current: ObjectInfo | None) -> ObjectInfo | None:

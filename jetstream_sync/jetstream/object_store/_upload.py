@@ -1,6 +1,6 @@
 """The chunk upload of a ``put``: a bounded window of asynchronous publishes to one chunk subject.
 
-Up to :data:`PUT_WINDOW` chunks are in flight (published, ack not yet in); the next chunk is read from the
+Up to `PUT_WINDOW` chunks are in flight (published, ack not yet in); the next chunk is read from the
 source only when the oldest ack arrived. That keeps the memory of a put at a few chunks whatever the object's
 size, and keeps the stream's acks pacing the writer, while the window hides most of the round trip (one
 publish at a time would wait a round trip per 128 KiB).

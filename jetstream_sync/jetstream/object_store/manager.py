@@ -1,6 +1,6 @@
 """ObjectStoreManager: the bucket-level calls of the JetStream context (create, bind, update, delete, list).
 
-A mixin of :class:`~jetstream_sync.JetStream`, kept here so everything about object stores lives in one
+A mixin of [`JetStream`][jetstream_sync.JetStream], kept here so everything about object stores lives in one
 package, as nats.go keeps its ``ObjectStoreManager`` beside ``object.go`` (and as ``kv/manager.py`` does for
 key-value buckets).
 """
@@ -55,7 +55,8 @@ class ObjectStoreManager:
 
     def object_store(self, bucket: str, *, read: ReadMode = "leader") -> ObjectStore:
         """A handle on an existing bucket; BucketNotFoundError when there is none. ``read``: how
-        :meth:`ObjectStore.info` and :meth:`ObjectStore.get` read metadata (:attr:`ObjectStore.read`)."""
+        [`ObjectStore.info`][jetstream_sync.ObjectStore.info] and [`ObjectStore.get`][jetstream_sync.ObjectStore.get]
+        read metadata ([`ObjectStore.read`][jetstream_sync.ObjectStore.read])."""
         js = as_jetstream(self)
         info = bucket_stream_info(js, OBJ_STREAM_PREFIX, bucket)
         return ObjectStore(js, bucket, info, read=read)

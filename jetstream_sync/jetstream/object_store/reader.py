@@ -1,14 +1,14 @@
 """ObjectReader: one object's data as a readable binary file, streamed chunk by chunk.
 
 The chunks come through an ordered pull consumer filtered on the object's chunk subject, pulling at most
-:func:`read_window` chunks (about :data:`READ_BUDGET` bytes) at a time, so a reader holds that much in memory
+`read_window` chunks (about `READ_BUDGET` bytes) at a time, so a reader holds that much in memory
 whatever the object's size, and a slow reader slows the stream instead of piling messages up: there is no
 push flow control to answer, so nothing can stall the way nats.js #430 did, and nothing is dropped. The
 ordered consumer heals restarts and reconnects in the middle of a read without a gap or a repeat.
 
 The SHA-256 is computed as the data is handed out and checked against the metadata's digest at the end:
-:class:`~jetstream_sync.errors.DigestMismatchError` is raised by the read that reaches the end, and by every
-read after it (an error at the end is not forgotten by reading again). A reader that waits for a chunk asks
+[`DigestMismatchError`][jetstream_sync.errors.DigestMismatchError] is raised by the read that reaches the end, and by
+every read after it (an error at the end is not forgotten by reading again). A reader that waits for a chunk asks
 every second whether the object was replaced or deleted meanwhile, and says so at once instead of waiting out
 its timeout. When chunks vanish before they are delivered, the ordered consumer notices (``CatchUpProbe``)
 and ends the read, and the digest check says what happened.
@@ -47,7 +47,7 @@ READ_WINDOW_BOUNDS = (2, 32)
 
 
 def read_window(info: ObjectInfo) -> int:
-    """How many chunks a reader of this object pulls at a time: :data:`READ_BUDGET` over its chunk size.
+    """How many chunks a reader of this object pulls at a time: `READ_BUDGET` over its chunk size.
 
     The chunk size is the one the object was written with, or its size over its chunks when the writer did
     not record it (other clients): the latter can only be smaller, never asking for more than twice the budget.
@@ -227,7 +227,7 @@ class ObjectReader(io.RawIOBase):
     def _next_chunk(self) -> bytes | None:
         """The next chunk's data, None at the end of the stream's chunks (the read ends by itself when the
         last chunks vanished before delivery: the digest check then says what happened). Waits at most the
-        timeout, asking every :data:`REPLACED_CHECK` seconds whether the object was replaced."""
+        timeout, asking every `REPLACED_CHECK` seconds whether the object was replaced."""
         if self._messages is None:
             return None
         deadline = time.monotonic() + self._timeout

@@ -11,8 +11,8 @@ Every metadata write is a compare-and-set, redone from a fresh read when another
 (``_records.py``), so racing writers of one name leave no orphaned chunks and no metadata pointing at purged
 ones.
 
-Reads stream the chunks through an ordered pull consumer (:class:`ObjectReader`); metadata reads are direct
-gets; ``list`` and ``watch`` walk the metadata subjects with an ordered consumer.
+Reads stream the chunks through an ordered pull consumer ([`ObjectReader`][jetstream_sync.ObjectReader]); metadata reads
+are direct gets; ``list`` and ``watch`` walk the metadata subjects with an ordered consumer.
 """
 
 from __future__ import annotations
@@ -77,9 +77,9 @@ class ObjectStore(ProcessLocal):
         self.jetstream = js
         #: the bucket's name
         self.bucket = bucket
-        #: how :meth:`info` and :meth:`get` read an object's metadata: from the stream leader by default, so a
+        #: how `info` and `get` read an object's metadata: from the stream leader by default, so a
         #: read after a completed put (by any client) finds the new version; "read_your_writes" or "direct" as
-        #: for :class:`~jetstream_sync.KeyValue`
+        #: for `KeyValue`
         self.read: ReadMode = check_read_mode("read", read)
         self._stream = Stream(js, info)
         self._records = MetaRecords(js, bucket, self._stream)
@@ -161,7 +161,7 @@ class ObjectStore(ProcessLocal):
         return attrs.evolve(info, mtime=datetime.now(timezone.utc))
 
     def put_file(self, name: str, path: str | os.PathLike[str], meta: ObjectMeta | None = None) -> ObjectInfo:
-        """:meth:`put` of the file at ``path``, read chunk by chunk."""
+        """[`put`][jetstream_sync.ObjectStore.put] of the file at ``path``, read chunk by chunk."""
         check_object_name("name", name)
         with open(path, "rb") as file:
             return self.put(name, file, meta)
@@ -292,9 +292,9 @@ class ObjectStore(ProcessLocal):
 
     # -- reads ------------------------------------------------------------------------------------------
     def info(self, name: str, *, show_deleted: bool = False) -> ObjectInfo:
-        """Object ``name``'s info (its metadata, read as :attr:`read` says; a link's own info, not its target's).
-        ObjectNotFoundError when there is none; ObjectDeletedError (a subclass) when it was deleted and
-        ``show_deleted`` is False. BadObjectMetaError when its metadata is unreadable."""
+        """Object ``name``'s info (its metadata, read as [`read`][jetstream_sync.ObjectStore.read] says; a link's own
+        info, not its target's). ObjectNotFoundError when there is none; ObjectDeletedError (a subclass) when it was
+        deleted and ``show_deleted`` is False. BadObjectMetaError when its metadata is unreadable."""
         check_object_name("name", name)
         if not isinstance(show_deleted, bool):
             raise errors.InvalidTypeError("show_deleted", f"must be a bool, got {type(show_deleted).__name__}")
@@ -340,7 +340,8 @@ class ObjectStore(ProcessLocal):
         return ObjectReader(info, chunks_from, timeout, replaced)
 
     def get_bytes(self, name: str, *, timeout: float | timedelta | None = None) -> bytes:
-        """The whole of object ``name`` in memory (digest verified); for large objects use :meth:`get`."""
+        """The whole of object ``name`` in memory (digest verified); for large objects use
+        [`get`][jetstream_sync.ObjectStore.get]."""
         with self.get(name, timeout=timeout) as reader:
             return reader.readall()
 

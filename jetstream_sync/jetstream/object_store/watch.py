@@ -30,8 +30,8 @@ def _flag(field: str, value: object) -> bool:
 
 
 class ObjectWatcher(BucketWatcher[ObjectInfo]):
-    """Iterate it for :class:`~jetstream_sync.ObjectInfo` objects, and one ``None`` when the initial ones are
-    done; ``next(timeout)`` waits at most that long. Use it as a context manager (or call ``stop()``): that
+    """Iterate it for [`ObjectInfo`][jetstream_sync.models.ObjectInfo] objects, and one ``None`` when the initial ones
+    are done; ``next(timeout)`` waits at most that long. Use it as a context manager (or call ``stop()``): that
     deletes its server-side consumer at once.
     """
 

@@ -12,9 +12,10 @@ JetStream: a backend that enqueues to a stream and keeps results in a key-value 
         }
     }
 
-The connection is ``settings.JETSTREAM`` (:func:`jetstream_sync.integrations.django.get_client`). The Django
-tasks guide (docs/frameworks/django-tasks.md) describes the options, what priorities guarantee, deferred tasks,
-retries and dead letters, and the worker.
+The connection is ``settings.JETSTREAM``
+([`jetstream_sync.integrations.django.get_client`][jetstream_sync.integrations.django.get_client]). The Django tasks
+guide (docs/frameworks/django-tasks.md) describes the options, what priorities guarantee, deferred tasks, retries and
+dead letters, and the worker.
 """
 
 from __future__ import annotations

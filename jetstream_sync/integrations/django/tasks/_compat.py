@@ -4,7 +4,7 @@
 The backport is the same API under another module name, with two exceptions renamed (``InvalidTaskError`` for
 ``InvalidTask``, ``InvalidTaskBackendError`` for ``InvalidTaskBackend``) and its helpers in ``django_tasks.utils``
 rather than ``django.utils``. ``django.tasks`` wins when both are importable: on Django 6 it is the framework
-``settings.TASKS`` configures for ``@task`` functions written against Django itself. :data:`FRAMEWORK` names the
+``settings.TASKS`` configures for ``@task`` functions written against Django itself. `FRAMEWORK` names the
 module chosen, for messages.
 """
 

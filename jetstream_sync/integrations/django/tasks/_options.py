@@ -1,13 +1,14 @@
-"""``settings.TASKS[alias]["OPTIONS"]`` of a :class:`JetStreamBackend`, read and checked once, and the names
+"""``settings.TASKS[alias]["OPTIONS"]`` of a
+[`JetStreamBackend`][jetstream_sync.integrations.django.tasks.JetStreamBackend], read and checked once, and the names
 (stream, subjects, consumers, bucket) that follow from them.
 
 Everything the backend and the worker agree on is derived here from the options alone, so a web process that
 enqueues and a worker that runs agree without talking to each other: a task of queue ``emails`` and priority
 band 1 is published to ``<prefix>.run.emails.1`` and read through the durable consumer ``run-emails-1``.
 
-A wrong option raises :class:`~jetstream_sync.errors.InvalidArgumentError` or
-:class:`~jetstream_sync.errors.InvalidTypeError` naming ``TASKS['alias']['OPTIONS']['KEY']``; the backend turns
-that into the system check's error and into ImproperlyConfigured on use.
+A wrong option raises [`InvalidArgumentError`][jetstream_sync.errors.InvalidArgumentError] or
+[`InvalidTypeError`][jetstream_sync.errors.InvalidTypeError] naming ``TASKS['alias']['OPTIONS']['KEY']``; the backend
+turns that into the system check's error and into ImproperlyConfigured on use.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ def _time(value: datetime | None) -> str | None:
 
 
 def new_record(result: Any) -> dict[str, Any]:
-    """The document of a just-enqueued :class:`TaskResult`."""
+    """The document of a just-enqueued `TaskResult`."""
     task = result.task
     return {
         "v": FORMAT,
@@ -92,12 +92,12 @@ def decode(data: bytes) -> dict[str, Any]:
 
 
 def parse_time(value: str | None) -> datetime | None:
-    """A time written by :func:`new_record` or the worker, back as the datetime it was."""
+    """A time written by `new_record` or the worker, back as the datetime it was."""
     return None if value is None else datetime.fromisoformat(value)
 
 
 def task_of(record: dict[str, Any]) -> Any:
-    """The :class:`Task` a document was enqueued for: the module-level task imported by its path, with the
+    """The `Task` a document was enqueued for: the module-level task imported by its path, with the
     priority, queue, run_after and backend it was enqueued with. ImportError when it cannot be imported now;
     TypeError when the path names something that is not a task."""
     found = import_string(record["task"])
@@ -112,7 +112,7 @@ def task_of(record: dict[str, Any]) -> Any:
 
 
 def to_result(record: dict[str, Any], task: Any | None = None) -> Any:
-    """The :class:`TaskResult` a document describes (``task``: the document's task, when already imported)."""
+    """The `TaskResult` a document describes (``task``: the document's task, when already imported)."""
     result = TaskResult(
         task=task if task is not None else task_of(record),
         id=record["id"],

@@ -6,7 +6,8 @@ Per delivery, in order:
 2. A ``run_after`` still ahead (a task published without a schedule, or a worker clock behind the server's) is
    nak'd with that delay: the server hands it out again at its time. It never runs early.
 3. A delivery past ``MAX_DELIVER`` (the workers that had it died or were killed each time, or it kept being
-   retried) is not run: the result becomes FAILED with :class:`DeliveriesExhausted`, the message is copied to
+   retried) is not run: the result becomes FAILED with
+   [`DeliveriesExhausted`][jetstream_sync.integrations.django.tasks.DeliveriesExhausted], the message is copied to
    ``<prefix>.dead.<queue>`` and termed.
 4. A result already finished (a worker wrote it and died before its ack reached the server) is acked.
 5. Otherwise the task runs: the result becomes RUNNING with this worker's id appended (``attempts`` counts them),

@@ -16,7 +16,7 @@ worker starts at once; a deferred or retried one within ``poll`` seconds of its 
 
 It is a ``DeliverySource`` of the consume machinery (``jetstream.consumers.delivery``), so the worker's consume
 is the client's own ``ConsumeContext``: the worker pool, in-progress acks while a task runs, drain and stop.
-Called by the consume's reader thread (``take_many``), its pool's threads (:meth:`finished`) and the thread
+Called by the consume's reader thread (``take_many``), its pool's threads (`finished`) and the thread
 that stops or drains it.
 """
 
@@ -108,7 +108,7 @@ class BandedPull:
         held.extend(self._take(limit, timeout))
 
     def hold(self, surrender: Callable[[], Iterable[Msg]]) -> None:
-        """The consume's burst and its pool's queue: :meth:`abandon` empties them before it naks what is in
+        """The consume's burst and its pool's queue: `abandon` empties them before it naks what is in
         hand, so no task it gives back is still handed to a thread afterwards."""
         with self._cond:
             self._holds.append(surrender)

@@ -1,6 +1,6 @@
 """Where a backend's tasks live on the server: the stream the task messages wait in and the bucket of results.
 
-Made on first use in each process (:meth:`TaskStore.open`), never at import or in ``AppConfig.ready()``: a
+Made on first use in each process (`TaskStore.open`), never at import or in ``AppConfig.ready()``: a
 process forked after that (gunicorn, the worker's ``--processes``) opens its own on its own client.
 
 - **The stream** (``OPTIONS["STREAM"]``, subjects ``<prefix>.>``) has work-queue retention: a task message is

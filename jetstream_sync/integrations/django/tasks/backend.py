@@ -4,7 +4,7 @@ the ``django-tasks`` backport).
 ``enqueue`` writes the result document (status ``READY``) to the results bucket, then publishes the task to its
 run subject (or, with a ``run_after`` in the future, a schedule message the server turns into the task at that
 time), and returns the ``TaskResult``; ``get_result`` reads the bucket, from any process. Workers
-(``manage.py jetstream_tasks_worker``, :mod:`.worker`) run the tasks and write the outcome back.
+(``manage.py jetstream_tasks_worker``, `worker`) run the tasks and write the outcome back.
 
 Enqueue publishes at once, also inside ``transaction.atomic()``: Django's rule is that the caller wraps the
 call in ``transaction.on_commit(partial(task.enqueue, ...))`` when the task must not run before the commit (a

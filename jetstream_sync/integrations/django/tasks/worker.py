@@ -8,7 +8,7 @@ on the server (the worker counts deliveries itself, so that the one past ``MAX_D
 result marked, rather than left unseen on the server). Any number of worker processes share them.
 
 ``consume(runner, workers=N)`` starts the client's own consume machinery (``ConsumeContext``) on a
-:class:`~._source.BandedPull` over those consumers, with in-progress acks for the tasks in hand, the same keeper
+`BandedPull` over those consumers, with in-progress acks for the tasks in hand, the same keeper
 ``consume(auto_in_progress=True)`` uses: a task running longer than ``ACK_WAIT`` is not handed to another worker.
 """
 
@@ -65,7 +65,7 @@ class _Closed:
 
 class WorkerContext:
     """A running worker: the client's ``ConsumeContext`` over the bands, with a ``stop()`` that does not wait
-    for the running tasks (their messages are nak'd for other workers: see :meth:`BandedPull.abandon`).
+    for the running tasks (their messages are nak'd for other workers: see `BandedPull.abandon`).
     ``drain()`` lets them finish."""
 
     def __init__(self, context: ConsumeContext, source: BandedPull) -> None:
@@ -132,7 +132,7 @@ class TaskWorker:
         self.options = self.store.options
         self.runner = TaskRunner(backend, self.store, self.worker_id)
         self._bands: list[Band] = []
-        #: the running consume, once :meth:`consume` started it
+        #: the running consume, once `consume` started it
         self.context: WorkerContext | None = None
 
     # -- what run_until_signalled reads ---------------------------------------------------------------------
@@ -179,8 +179,8 @@ class TaskWorker:
         error_handler: ErrorHandler | None = None,
         workers: int = 1,
     ) -> WorkerContext:
-        """Run ``handler`` (the :attr:`runner`) on the tasks, on ``workers`` threads, highest band first.
-        ``options`` is ignored: nothing is pulled ahead of the free threads."""
+        """Run ``handler`` (the [`runner`][jetstream_sync.integrations.django.tasks.TaskWorker.runner]) on the tasks, on
+        ``workers`` threads, highest band first. ``options`` is ignored: nothing is pulled ahead of the free threads."""
         if not self._bands:
             self.prepare()
         client = self.store.client
@@ -217,7 +217,8 @@ class TaskWorker:
         return self.context
 
     def bands(self) -> list[Consumer]:
-        """The band consumers, in the order they are asked (after :meth:`prepare`)."""
+        """The band consumers, in the order they are asked (after
+        [`prepare`][jetstream_sync.integrations.django.tasks.TaskWorker.prepare])."""
         return [band.consumer for band in self._bands]
 
     def describe(self) -> dict[str, Any]:

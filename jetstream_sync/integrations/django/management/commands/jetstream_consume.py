@@ -1,7 +1,7 @@
 """``manage.py jetstream_consume STREAM CONSUMER --handler dotted.path [--workers N]``: a durable consumer's
 messages handed to a function of the project, with Django set up, until SIGTERM or Ctrl-C.
 
-The handler is called with each :class:`~jetstream_sync.Msg` (``Consumer.consume(handler, workers=N)``):
+The handler is called with each [`Msg`][jetstream_sync.Msg] (``Consumer.consume(handler, workers=N)``):
 
 - it **returns**: the message is acked, unless the handler already acked, nak'd or termed it itself;
 - it **raises** an ``Exception``: the traceback is logged (``jetstream_sync.integrations``) and the

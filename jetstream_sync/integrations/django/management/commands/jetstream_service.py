@@ -1,10 +1,10 @@
 """``manage.py jetstream_service path.to.service [--workers N] [--stop-timeout S]``: a NATS service (ADR-32) of
 the project, with Django set up, until SIGTERM or Ctrl-C.
 
-The path names a :class:`jetstream_sync.services.Service` (``shop.services.orders`` or ``shop.services:orders``),
-or a function of no arguments returning one. Its handlers run on ``--workers`` threads (the service's own
-``workers`` by default); Django's database connections are looked after around each handler as around each HTTP
-request (``close_old_connections`` before and after), so a long-running service process does not keep a
+The path names a [`jetstream_sync.services.Service`][jetstream_sync.services.Service] (``shop.services.orders`` or
+``shop.services:orders``), or a function of no arguments returning one. Its handlers run on ``--workers`` threads (the
+service's own ``workers`` by default); Django's database connections are looked after around each handler as around each
+HTTP request (``close_old_connections`` before and after), so a long-running service process does not keep a
 connection the database has closed. A handler's return value is the reply; a ``ServiceError`` it raises becomes
 the error headers; anything else is logged with its traceback (``jetstream_sync``) and answered 500.
 
