@@ -65,12 +65,18 @@ class LanePool(Generic[T]):
     """``workers`` threads running ``run(item)`` for the items offered to its lanes (see the module docstring).
 
     ``run`` must not raise: it is the caller's wrapper around user code, which reports what user code raises.
-    Anything that still escapes it is logged and the worker goes on.
+    Anything that still escapes it is logged and the worker goes on. ``idle``, if given, is called by a worker
+    (outside the pool's lock) after it ran one or more items and found nothing more ready for it, before it
+    waits or ends: a service sends the replies of the burst it ran there (``ServiceInstance._flush``). It must not
+    raise either.
     """
 
-    def __init__(self, name: str, workers: int, run: Callable[[T], None]) -> None:
+    def __init__(
+        self, name: str, workers: int, run: Callable[[T], None], idle: Callable[[], None] | None = None
+    ) -> None:
         self._name = name
         self._run = run
+        self._idle_hook = idle
         self._cond = threading.Condition(threading.Lock())
         self._lanes: list[Lane[T]] = []
         self._ready: deque[Lane[T]] = deque()  # lanes with a waiting item and room under their limit
@@ -154,25 +160,40 @@ class LanePool(Generic[T]):
 
     def _work(self) -> None:
         cond = self._cond
-        while True:
-            with cond:
-                while not self._ready:
-                    if self._closed or self._halted:
-                        return  # a worker finishing an item of a lane at its limit runs the rest of that lane
-                    self._idle += 1
-                    cond.wait()
-                    self._idle -= 1
-                    self._waking = False
-                lane, item = self._take()
-            try:
-                self._run(item)
-            except BaseException:  # the runner reports user errors itself; this is a bug of ours: say so, go on
-                log.exception("%s: a request escaped its runner; the worker goes on", self._name)
-            with cond:
-                lane.running -= 1
-                if lane._queue and not lane._ready:
-                    lane._ready = True
-                    self._ready.append(lane)  # this worker takes it next, or an idle one it wakes in _take
+        idle = self._idle_hook
+        done: Lane[T] | None = None  # the lane of the item just run: released in the same lock round as the next take
+        try:
+            while True:
+                with cond:
+                    wait = True
+                    if done is not None:
+                        done.running -= 1
+                        if done._queue and not done._ready:
+                            done._ready = True
+                            self._ready.append(done)  # this worker takes it next, or an idle one it wakes in _take
+                        done = None
+                        wait = bool(self._ready) or idle is None
+                    if wait:
+                        while not self._ready:
+                            if self._closed or self._halted:
+                                return  # a worker finishing an item of a lane at its limit runs the rest of that lane
+                            self._idle += 1
+                            cond.wait()
+                            self._idle -= 1
+                            self._waking = False
+                        lane, item = self._take()
+                if not wait:
+                    if idle is not None:  # always, when ``wait`` is False
+                        idle()  # nothing more ready for this worker: what its burst made goes out before it waits
+                    continue
+                try:
+                    self._run(item)
+                except BaseException:  # the runner reports user errors itself; this is a bug of ours: say so, go on
+                    log.exception("%s: a request escaped its runner; the worker goes on", self._name)
+                done = lane
+        finally:
+            if idle is not None:
+                idle()  # a worker that ends (close, halt) leaves nothing unsent
 
     def close(self) -> None:
         """Any thread: take no more items; the workers run what waits, then end."""
