@@ -131,6 +131,9 @@ class Runtime(ProcessLocal):
         self.flush_sends = self._outbound.flush
         #: IO thread: write what is queued now, if anything is (``Outbound.drain_queued``)
         self.drain_sends = self._outbound.drain_queued
+        #: IO thread: run ``fn()`` once the current burst of input is parsed (``IOLoop.notify_later``: a call
+        #: soon on the loop, cheaper than a timer)
+        self.after_input = self._io.notify_later
         #: the server's max_payload, read once per (re)connect rather than through nats-py on every publish
         self.max_payload: int = self._nc.payload_limit
         self._sweeper: asyncio.Task[None] | None = None

@@ -273,7 +273,7 @@ class ServiceInstance:
             if offer(lane, (live, subject, reply, data, headers), size, wake=False):
                 if not self._wake_scheduled:  # one wake-up per burst of input, once the IO thread is done with it
                     self._wake_scheduled = True
-                    self._runtime.call_later(0, self._wake)
+                    self._runtime.after_input(self._wake)
                 if live.refusing:
                     live.refusing = False
                     log.info("service %s: endpoint %s takes requests again", self.name, live.endpoint.name)
