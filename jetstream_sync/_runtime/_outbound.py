@@ -99,15 +99,8 @@ class Outbound:
         the socket gate, when nothing waits in nats-py or the transport (no IO-thread wake-up at all: a service
         worker's burst of replies goes out in one ``send``); else it wakes the IO thread for it, as :meth:`put`
         does. Never blocks: the gate's lock is only tried."""
-        if not self._queue:
+        if not self._queue or self._write_here(None):
             return
-        gate = self._nc.gate
-        if gate.bound and self._queued <= _FLUSH_LIMIT and gate.lock.acquire(blocking=False):
-            try:
-                if self._nc.nothing_unsent() and self._send_with_queued(None):
-                    return
-            finally:
-                gate.lock.release()
         with self._cond:
             if not self._queue or self._scheduled:
                 return  # taken meanwhile, or a drain is due already and takes it along
@@ -124,15 +117,20 @@ class Outbound:
         """
         if not self._alive[0]:  # before the direct write: the inherited socket reaches the server
             raise errors.ForkedClientError()
+        if not self._write_here(command):
+            self.put(command, timeout)
+
+    def _write_here(self, command: Command | None) -> bool:
+        """Write what is queued and ``command`` (if any) on the calling thread, through the socket gate, when its
+        lock is free and nothing waits in nats-py or the transport; False (nothing written) otherwise."""
         gate = self._nc.gate
-        if gate.bound and self._queued <= _CARRY_LIMIT and gate.lock.acquire(blocking=False):
+        if gate.bound and self._queued <= _FLUSH_LIMIT and gate.lock.acquire(blocking=False):
             try:
                 # under the gate lock the IO thread writes nothing, so what is queued cannot move meanwhile
-                if self._nc.nothing_unsent() and self._send_with_queued(command):
-                    return
+                return self._nc.nothing_unsent() and self._send_with_queued(command)
             finally:
                 gate.lock.release()
-        self.put(command, timeout)
+        return False
 
     def _send_with_queued(self, command: Command | None) -> bool:
         """Gate lock held: write what is queued and ``command`` (if any) in one send; what is queued may be at
