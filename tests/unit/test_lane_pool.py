@@ -142,7 +142,9 @@ def test_offers_without_a_wake_wait_for_one_wake_that_still_reaches_every_worker
         assert pool.offer(lane, ("a", i), wake=False)
     assert lane.running == 0 and lane.waiting == 6  # nobody was woken: the workers still wait
     pool.wake()
-    wait_until(lambda: lane.running == 4)  # one wake-up, four workers busy: the slow items spread
+    # one wake-up, four workers inside the handler: the slow items spread (lane.running counts an item once it
+    # is taken, a moment before its worker runs it; a worker wakes the next in between)
+    wait_until(lambda: recorder.running.get("a") == 4)
     assert lane.waiting == 2
     gate.set()
     wait_until(lambda: len(recorder.ran) == 6)
