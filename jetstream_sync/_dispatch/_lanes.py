@@ -19,6 +19,7 @@ item in hand. The caller joins the threads with `LanePool.wait`, and the client'
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections import deque
@@ -61,25 +62,64 @@ class Lane(Generic[T]):
         return f"Lane({self.label!r}, running={self.running}/{self.limit}, waiting={len(self._queue)})"
 
 
+class _Bed:
+    """Where an idle worker sleeps: a pipe of its own, which it blocks reading; waking it writes one byte.
+
+    Not a ``threading.Condition``: its ``notify`` releases a lock with a system call made while holding the GIL,
+    and on a busy machine the kernel often preempts the waker right there, in favour of the thread it woke,
+    which then cannot run either (the GIL is with the preempted waker). The IO thread wakes a worker for every
+    burst of requests, so on the echo benchmark (benchmarks/services.py, load average 13 on 2 cores) it spent
+    81% of the time it held the GIL inside ``notify``. ``os.write`` and ``os.read`` release the GIL around their
+    system calls, so a waker preempted there holds nothing the woken worker needs.
+    """
+
+    __slots__ = ("_read", "_write")
+
+    def __init__(self) -> None:
+        self._read, self._write = os.pipe()
+
+    def wait(self) -> None:
+        """The worker: block until woken (one byte read; named ``wait`` so that tests see it parked)."""
+        os.read(self._read, 1)
+
+    def wake(self) -> None:
+        """A waker, pool lock held: the worker was taken off the idle list, so exactly one byte is owed to it."""
+        os.write(self._write, b"\0")
+
+    def close(self) -> None:
+        """The worker, ending (off the idle list: nobody writes to it any more)."""
+        os.close(self._read)
+        os.close(self._write)
+
+
 class LanePool(Generic[T]):
     """``workers`` threads running ``run(item)`` for the items offered to its lanes (see the module docstring).
 
     ``run`` must not raise: it is the caller's wrapper around user code, which reports what user code raises.
-    Anything that still escapes it is logged and the worker goes on.
+    Anything that still escapes it is logged and the worker goes on. ``idle``, if given, is called by a worker
+    (outside the pool's lock) after it ran one or more items and found nothing more ready for it, before it
+    waits or ends: a service sends the replies of the burst it ran there (``ServiceInstance._flush``). It must not
+    raise either.
     """
 
-    def __init__(self, name: str, workers: int, run: Callable[[T], None]) -> None:
+    def __init__(
+        self, name: str, workers: int, run: Callable[[T], None], idle: Callable[[], None] | None = None
+    ) -> None:
         self._name = name
         self._run = run
-        self._cond = threading.Condition(threading.Lock())
+        self._idle_hook = idle
+        self._cond = threading.Lock()  # the lanes, the ready queue, the idle list and the flags
         self._lanes: list[Lane[T]] = []
         self._ready: deque[Lane[T]] = deque()  # lanes with a waiting item and room under their limit
         self._closed = False  # no more items are taken
         self._halted = False  # workers end after the item in hand, leaving what waits
-        self._idle = 0  # workers waiting for an item
+        self._idle: list[_Bed] = []  # workers waiting for an item (the last to sleep is woken first)
         self._waking = False  # one of them was woken and has not taken its item yet
         self.workers = workers
-        self.threads = [threading.Thread(target=self._work, name=f"{name}-w{i}", daemon=True) for i in range(workers)]
+        self._beds: list[_Bed] = []  # made by start(): each worker closes its own when it ends
+        self.threads = [
+            threading.Thread(target=self._work, args=(i,), name=f"{name}-w{i}", daemon=True) for i in range(workers)
+        ]
 
     def lane(self, label: str, *, limit: int, max_pending: int, max_bytes: int) -> Lane[T]:
         """A new lane; any thread, before or after start."""
@@ -89,7 +129,17 @@ class LanePool(Generic[T]):
         return lane
 
     def start(self, adopt: Callable[[threading.Thread], None]) -> None:
-        """Start the workers; ``adopt`` hands each to the client, whose close() joins them."""
+        """Start the workers; ``adopt`` hands each to the client, whose close() joins them. Raises OSError when the
+        process has no file descriptors left for the workers' pipes (nothing is started then)."""
+        beds: list[_Bed] = []
+        try:
+            for _ in self.threads:
+                beds.append(_Bed())
+        except OSError:
+            for bed in beds:
+                bed.close()
+            raise
+        self._beds = beds
         for thread in self.threads:
             adopt(thread)
             thread.start()
@@ -106,6 +156,7 @@ class LanePool(Generic[T]):
         With ``wake=False`` no idle worker is woken: the caller calls `wake` once it has offered a whole
         burst (the IO thread, once per burst of input, so that it is not preempted by a worker that cannot run
         yet: it holds the GIL)."""
+        bed = None
         with self._cond:
             if self._closed:
                 return False
@@ -118,17 +169,25 @@ class LanePool(Generic[T]):
                 lane._ready = True
                 self._ready.append(lane)
             if lane._ready and wake:
-                self._wake_one()
+                bed = self._wake_one()
+        if bed is not None:
+            bed.wake()
         return True
 
     def wake(self) -> None:
         """Any thread: wake an idle worker if something is ready (after offers made with ``wake=False``)."""
+        bed = None
         with self._cond:
             if self._ready:
-                self._wake_one()
+                bed = self._wake_one()
+        if bed is not None:
+            bed.wake()
 
-    def _wake_one(self) -> None:
-        """Lock held, something ready: wake an idle worker, unless one was woken and has yet to take its item.
+    def _wake_one(self) -> _Bed | None:
+        """Lock held, something ready: the idle worker to wake, unless one was woken and has yet to take its item.
+        The caller wakes it once it released the lock: woken inside, the worker would only block on the lock, and
+        the lock's release would then be a system call under the GIL again (see :class:`_Bed`). The worker stays
+        in its bed until that byte comes, so its pipe is still open when it is written.
 
         Waking one at a time (each worker that takes an item wakes the next while more is ready) keeps a burst of
         quick requests on one or two threads instead of every idle one, which would only take turns at the GIL:
@@ -136,10 +195,12 @@ class LanePool(Generic[T]):
         IO thread's time. Slow handlers still spread over every worker, one wake-up after another."""
         if self._idle and not self._waking:
             self._waking = True
-            self._cond.notify()
+            return self._idle.pop()
+        return None
 
-    def _take(self) -> tuple[Lane[T], T]:
-        """Lock held, a lane ready: the next item of the next ready lane."""
+    def _take(self) -> tuple[Lane[T], T, _Bed | None]:
+        """Lock held, a lane ready: the next item of the next ready lane, and the idle worker to wake for what is
+        still ready (see :meth:`_wake_one`)."""
         lane = self._ready.popleft()
         item, size = lane._queue.popleft()
         lane._bytes -= size
@@ -148,37 +209,67 @@ class LanePool(Generic[T]):
             self._ready.append(lane)  # more of it may run at once: another worker may take it
         else:
             lane._ready = False
-        if self._ready:
-            self._wake_one()
-        return lane, item
+        return lane, item, self._wake_one() if self._ready else None
 
-    def _work(self) -> None:
+    def _work(self, index: int) -> None:
+        bed = self._beds[index]
+        own: _Bed | None = bed  # closed when the worker ends (not if a waker may still write to it)
         cond = self._cond
-        while True:
-            with cond:
-                while not self._ready:
-                    if self._closed or self._halted:
-                        return  # a worker finishing an item of a lane at its limit runs the rest of that lane
-                    self._idle += 1
-                    cond.wait()
-                    self._idle -= 1
-                    self._waking = False
-                lane, item = self._take()
-            try:
-                self._run(item)
-            except BaseException:  # the runner reports user errors itself; this is a bug of ours: say so, go on
-                log.exception("%s: a request escaped its runner; the worker goes on", self._name)
-            with cond:
-                lane.running -= 1
-                if lane._queue and not lane._ready:
-                    lane._ready = True
-                    self._ready.append(lane)  # this worker takes it next, or an idle one it wakes in _take
+        idle = self._idle_hook
+        done: Lane[T] | None = None  # the lane of the item just run: released in the same lock round as the next take
+        try:
+            while True:
+                with cond:
+                    wait = True
+                    if done is not None:
+                        done.running -= 1
+                        if done._queue and not done._ready:
+                            done._ready = True
+                            self._ready.append(done)  # this worker takes it next, or an idle one it wakes in _take
+                        done = None
+                        wait = bool(self._ready) or idle is None
+                    if wait:
+                        while not self._ready:
+                            if self._closed or self._halted:
+                                return  # a worker finishing an item of a lane at its limit runs the rest of that lane
+                            self._idle.append(bed)
+                            cond.release()
+                            try:
+                                bed.wait()
+                            except BaseException:  # not expected (a pipe read): no waker may write to it any more
+                                cond.acquire()
+                                if bed in self._idle:
+                                    self._idle.remove(bed)
+                                else:
+                                    own = None  # a waker took it and may still write: the pipe stays open
+                                raise
+                            cond.acquire()
+                            self._waking = False
+                        lane, item, other = self._take()
+                if not wait:
+                    if idle is not None:  # always, when ``wait`` is False
+                        idle()  # nothing more ready for this worker: what its burst made goes out before it waits
+                    continue
+                if other is not None:
+                    other.wake()
+                try:
+                    self._run(item)
+                except BaseException:  # the runner reports user errors itself; this is a bug of ours: say so, go on
+                    log.exception("%s: a request escaped its runner; the worker goes on", self._name)
+                done = lane
+        finally:
+            if idle is not None:
+                idle()  # a worker that ends (close, halt) leaves nothing unsent
+            if own is not None:
+                own.close()
 
     def close(self) -> None:
         """Any thread: take no more items; the workers run what waits, then end."""
         with self._cond:
             self._closed = True
-            self._cond.notify_all()
+            beds, self._idle = self._idle, []
+        for bed in beds:
+            bed.wake()
 
     def halt(self) -> list[T]:
         """Any thread: take no more items and drop what waits (returned, in lane order); the workers end after
@@ -193,7 +284,9 @@ class LanePool(Generic[T]):
                 lane._queue.clear()
                 lane._bytes = 0
                 lane._ready = False
-            self._cond.notify_all()
+            beds, self._idle = self._idle, []
+        for bed in beds:
+            bed.wake()
         return left
 
     def wait(self, timeout: float | None) -> bool:

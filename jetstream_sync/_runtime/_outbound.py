@@ -25,6 +25,10 @@ _WRITE_HIGH_WATER = 512 * 1024
 # backlog is the IO thread's to write, as it is when the request cannot be written directly.
 _CARRY_LIMIT = 16 * 1024
 
+# At most this many queued bytes are written by the thread that flushes them (``Outbound.flush``); a larger
+# burst is the IO thread's to write (a socket that takes part of it leaves the rest to the IO thread anyway).
+_FLUSH_LIMIT = 64 * 1024
+
 
 class Outbound:
     """Coalesces publishes and acks from any thread into one IO-thread hand-off per burst.
@@ -54,11 +58,15 @@ class Outbound:
         self.default_timeout = default_timeout
         self._closed = False
 
-    def put(self, command: Command, timeout: float | None = None) -> None:
+    def put(self, command: Command, timeout: float | None = None, *, later: bool = False) -> None:
         """Queue one message's command (bytes, or the parts of a large one).
 
         Behind a backlog over high water, waits at most ``timeout`` seconds (None: the client's timeout) for the
         IO thread to take it; TimeoutError then, before anything of ``command`` was queued.
+
+        With ``later`` the IO thread is not woken for it: the caller promises a :meth:`flush` once its burst is
+        queued (a service's worker thread, after the replies of the requests it found waiting), which writes the
+        burst itself when it can. Whatever another thread queues meanwhile takes it along.
         """
         if not self._alive[0]:  # in a forked child the socket and the IO thread are the parent's (_fork.py)
             raise errors.ForkedClientError()
@@ -79,10 +87,25 @@ class Outbound:
                 self._queue.extend(command)
             self._queued += size
             self._count += 1
+            if later:
+                return
             schedule = not self._scheduled
             self._scheduled = True
         if schedule:
             self._io.post(self.drain_now)
+
+    def flush(self) -> None:
+        """A thread that queued with ``put(later=True)``: send what is queued now. On the calling thread, through
+        the socket gate, when nothing waits in nats-py or the transport (no IO-thread wake-up at all: a service
+        worker's burst of replies goes out in one ``send``); else it wakes the IO thread for it, as :meth:`put`
+        does. Never blocks: the gate's lock is only tried."""
+        if not self._queue or self._write_here(None):
+            return
+        with self._cond:
+            if not self._queue or self._scheduled:
+                return  # taken meanwhile, or a drain is due already and takes it along
+            self._scheduled = True
+        self._io.post(self.drain_now)
 
     def put_waiting(self, command: Command, timeout: float | None = None) -> None:
         """Queue a command whose sender waits for its reply next (a synchronous request).
@@ -94,25 +117,31 @@ class Outbound:
         """
         if not self._alive[0]:  # before the direct write: the inherited socket reaches the server
             raise errors.ForkedClientError()
+        if not self._write_here(command):
+            self.put(command, timeout)
+
+    def _write_here(self, command: Command | None) -> bool:
+        """Write what is queued and ``command`` (if any) on the calling thread, through the socket gate, when its
+        lock is free and nothing waits in nats-py or the transport; False (nothing written) otherwise."""
         gate = self._nc.gate
-        if gate.bound and self._queued <= _CARRY_LIMIT and gate.lock.acquire(blocking=False):
+        if gate.bound and self._queued <= _FLUSH_LIMIT and gate.lock.acquire(blocking=False):
             try:
                 # under the gate lock the IO thread writes nothing, so what is queued cannot move meanwhile
-                if self._nc.nothing_unsent() and self._send_with_queued(command):
-                    return
+                return self._nc.nothing_unsent() and self._send_with_queued(command)
             finally:
                 gate.lock.release()
-        self.put(command, timeout)
+        return False
 
-    def _send_with_queued(self, command: Command) -> bool:
-        """Gate lock held: write what is queued (at most ``_CARRY_LIMIT`` bytes) and ``command`` in one send.
+    def _send_with_queued(self, command: Command | None) -> bool:
+        """Gate lock held: write what is queued and ``command`` (if any) in one send; what is queued may be at
+        most ``_CARRY_LIMIT`` bytes with a command, ``_FLUSH_LIMIT`` without (a :meth:`flush`).
 
         A drain posted for the queue still runs and finds it empty. When the send fails, the taken commands go
         back to the front of the queue and nothing was sent.
         """
-        own = command if isinstance(command, bytes) else b"".join(command)
+        own = b"" if command is None else command if isinstance(command, bytes) else b"".join(command)
         with self._cond:
-            if self._queued > _CARRY_LIMIT:
+            if self._queued > (_FLUSH_LIMIT if command is None else _CARRY_LIMIT) or not (self._queue or own):
                 return False
             taken, size, count = self._queue, self._queued, self._count
             if taken:
@@ -121,7 +150,7 @@ class Outbound:
                     self._cond.notify_all()
         data = b"".join((*taken, own)) if taken else own
         if self._nc.gate.send(data):
-            self._nc.count_direct(count + 1, size + len(own))
+            self._nc.count_direct(count + (command is not None), size + len(own))
             return True
         if taken:
             with self._cond:
@@ -146,6 +175,12 @@ class Outbound:
             )
         finally:
             self._waiters -= 1
+
+    def drain_queued(self) -> None:
+        """IO thread: :meth:`drain_now` if anything is queued (what a thread queued with ``later`` and has not
+        flushed yet goes out with this loop turn); a truth test of a list when nothing is."""
+        if self._queue:
+            self.drain_now()
 
     def drain_now(self, everything: bool = False) -> None:
         """IO thread: hand what is queued to nats-py now. With ``everything`` (before a flush or a close) all of

@@ -126,6 +126,14 @@ class Runtime(ProcessLocal):
         #: ``timeout``, by default the client's); commands queued together reach the socket in one write. The
         #: outbound queue's own method, bound here: a wrapper would cost a call per published message.
         self.send = self._outbound.put
+        #: Any thread but the IO thread: write what ``send(command, later=True)`` queued, on the calling thread
+        #: when the socket is free, else through the IO thread (``Outbound.flush``)
+        self.flush_sends = self._outbound.flush
+        #: IO thread: write what is queued now, if anything is (``Outbound.drain_queued``)
+        self.drain_sends = self._outbound.drain_queued
+        #: IO thread: run ``fn()`` once the current burst of input is parsed (``IOLoop.notify_later``: a call
+        #: soon on the loop, cheaper than a timer)
+        self.after_input = self._io.notify_later
         #: the server's max_payload, read once per (re)connect rather than through nats-py on every publish
         self.max_payload: int = self._nc.payload_limit
         self._sweeper: asyncio.Task[None] | None = None

@@ -142,7 +142,9 @@ def test_offers_without_a_wake_wait_for_one_wake_that_still_reaches_every_worker
         assert pool.offer(lane, ("a", i), wake=False)
     assert lane.running == 0 and lane.waiting == 6  # nobody was woken: the workers still wait
     pool.wake()
-    wait_until(lambda: lane.running == 4)  # one wake-up, four workers busy: the slow items spread
+    # one wake-up, four workers inside the handler: the slow items spread (lane.running counts an item once it
+    # is taken, a moment before its worker runs it; a worker wakes the next in between)
+    wait_until(lambda: recorder.running.get("a") == 4)
     assert lane.waiting == 2
     gate.set()
     wait_until(lambda: len(recorder.ran) == 6)
@@ -198,3 +200,32 @@ def test_what_escapes_the_runner_is_logged_and_the_worker_goes_on(make_pool, cap
         assert pool.offer(lane, ("a", i))
     wait_until(lambda: done == [1, 2])
     assert "a request escaped its runner" in caplog.text and "a bug in the runner" in caplog.text
+
+
+def test_the_idle_hook_runs_once_a_worker_ran_what_was_ready_and_when_it_ends():
+    # a service sends the replies of a burst in the hook: once per burst, never between two items that were
+    # ready, and once more when the worker ends, so that nothing a worker queued is left unsent
+    events: list[object] = []
+    release = threading.Event()
+
+    def run(item: Item) -> None:
+        if item[1] == 0:
+            assert release.wait(10)
+        events.append(item[1])
+
+    pool: LanePool[Item] = LanePool("test-lanes", 1, run, idle=lambda: events.append("idle"))
+    pool.start(lambda thread: None)
+    lane: Lane[Item] = pool.lane("a", limit=1, max_pending=10, max_bytes=10**6)
+    assert pool.offer(lane, ("a", 0))
+    wait_until(lambda: lane.running == 1)
+    for i in range(1, 4):
+        assert pool.offer(lane, ("a", i))
+    release.set()
+    wait_until(lambda: events[-1:] == ["idle"])
+    assert events == [0, 1, 2, 3, "idle"]  # the three waiting items ran back to back, then the hook once
+    assert pool.offer(lane, ("a", 4))
+    wait_until(lambda: events[-1:] == ["idle"] and len(events) == 7)
+    assert events[5:] == [4, "idle"]
+    pool.close()
+    assert pool.wait(5)
+    assert events[7:] == ["idle"]  # the worker ended: once more

@@ -6,12 +6,14 @@ There was no services code before this (no ``jetstream_sync.services``): every t
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+import jetstream_sync
 from jetstream_sync import Msg, errors
 from jetstream_sync.services import Request, Service, ServiceClient, ServiceInstance
 from tests.helpers import wait_until
@@ -190,3 +192,106 @@ def test_a_handler_may_stop_its_service_by_systemexit_or_by_stop(client, name):
     instance.append(service.start(client))
     assert client.request("stop", timeout=5).data == b"stopping"
     assert instance[0].wait(5) and instance[0].error is None
+
+
+def queued(instance: ServiceInstance, endpoint: str) -> int:
+    """Requests of ``endpoint`` waiting for a worker (the pool's own count: nothing public says it)."""
+    return next(live.lane.waiting for live in instance._live if live.endpoint.name == endpoint)
+
+
+def innermost(thread: threading.Thread) -> str:
+    frame = sys._current_frames().get(thread.ident or 0)
+    return frame.f_code.co_name if frame is not None else ""
+
+
+def test_a_burst_of_quick_replies_is_written_by_the_worker_in_one_send(client, nats_server, started, name):
+    # the replies of requests that waited together go out in one write from the worker that ran them, not one
+    # IO-thread wake-up per burst (fails on the code before: every reply went through the IO thread)
+    hold = Gate()
+    service = Service(name, "1.0.0", workers=1)
+    service.add_endpoint("hold", hold)
+    service.add_endpoint("quick", lambda request: b"quick " + request.data)
+    instance = service.start(client)
+    started.append(instance)
+    gate = client._runtime._nc.gate
+    with jetstream_sync.connect(nats_server.url, name="caller") as caller:
+        replies = Replies(caller)
+        replies.send("hold", 0)
+        wait_until(lambda: hold.inside == 1)
+        for n in range(1, 21):
+            replies.send("quick", n)
+        wait_until(lambda: queued(instance, "quick") == 20)
+        # the IO thread back in its select: it holds no lock the worker's write only tries (else the IO thread
+        # writes the burst, in one send too, but then this cannot tell who did)
+        wait_until(lambda: innermost(client._runtime._io.thread) == "select")
+        before = gate.direct_writes
+        hold.open.set()
+        got = replies.take(21)
+        # counted once the worker's send returned, which may be after the caller got the replies
+        wait_until(lambda: gate.direct_writes > before)
+        assert gate.direct_writes - before <= 2  # 21 replies, one send (two if the socket took part)
+    assert got[0].data == b"done 0"
+    assert {n: got[n].data for n in range(1, 21)} == {n: b"quick %d" % n for n in range(1, 21)}
+    assert instance.stats().endpoints[1].num_requests == 20
+
+
+def test_replies_do_not_wait_for_a_handler_known_to_be_slow(client, started, name):
+    # a worker holds the replies of quick handlers to send them together, but writes them before it runs a
+    # handler whose endpoint usually takes long
+    hold, stall = Gate(), Gate()
+
+    def slow(request: Request) -> bytes:
+        if request.data == b"warm":
+            time.sleep(0.01)  # its average is now far above what counts as quick
+            return b"warm"
+        return stall(request)
+
+    service = Service(name, "1.0.0", workers=1)
+    service.add_endpoint("hold", hold)
+    service.add_endpoint("quick", lambda request: b"quick " + request.data)
+    service.add_endpoint("slow", slow)
+    instance = service.start(client)
+    started.append(instance)
+    assert client.request("slow", b"warm", timeout=5).data == b"warm"
+    replies = Replies(client)
+    replies.send("hold", 0)
+    wait_until(lambda: hold.inside == 1)
+    replies.send("quick", 1)
+    replies.send("slow", 2)
+    wait_until(lambda: queued(instance, "quick") == 1 and queued(instance, "slow") == 1)
+    hold.open.set()
+    got = replies.take(2)  # while the slow handler cannot have returned: its gate is still shut
+    assert not stall.open.is_set()
+    assert (got[0].data, got[1].data) == (b"done 0", b"quick 1")
+    stall.open.set()
+    assert replies.take(1)[2].data == b"done 2"
+
+
+def test_replies_held_behind_an_unexpectedly_slow_handler_go_out_with_the_next_request(client, started, name):
+    # a handler of a quick endpoint that stalls holds the replies its worker made before it; the IO thread
+    # writes them as soon as it takes in the next request
+    hold, stall = Gate(), Gate()
+
+    def quick(request: Request) -> bytes:
+        return stall(request) if request.data == b"2" else b"quick " + request.data
+
+    service = Service(name, "1.0.0", workers=1)
+    service.add_endpoint("hold", hold)
+    service.add_endpoint("quick", quick)
+    instance = service.start(client)
+    started.append(instance)
+    replies = Replies(client)
+    replies.send("hold", 0)
+    wait_until(lambda: hold.inside == 1)
+    replies.send("quick", 1)
+    replies.send("quick", 2)
+    wait_until(lambda: queued(instance, "quick") == 2)
+    hold.open.set()
+    wait_until(lambda: stall.inside == 1)
+    replies.send("quick", 3)
+    got = replies.take(2)
+    assert stall.inside == 1
+    assert (got[0].data, got[1].data) == (b"done 0", b"quick 1")
+    stall.open.set()
+    got = replies.take(2)
+    assert (got[2].data, got[3].data) == (b"done 2", b"quick 3")
