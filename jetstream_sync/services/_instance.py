@@ -231,6 +231,7 @@ class ServiceInstance:
             self._done.set()
             raise
         runtime.track(self)
+        runtime.watch(self._send_held)
         log.info("service %s %s started as %s with %d endpoint(s)", self.name, self.version, self.id, len(self._live))
 
     async def _subscribe(self, entries: list[tuple[str, str, _Fast]]) -> None:
@@ -404,6 +405,13 @@ class ServiceInstance:
         except errors.JetStreamError as exc:  # closed meanwhile: nothing more can be sent
             log.debug("service %s: the queued replies were not sent: %s", self.name, exc)
 
+    def _send_held(self, now: float) -> None:
+        """Watchdog thread, about every 0.25 s: replies a worker queued and has not written yet (a handler of an
+        endpoint that is usually quick is taking long, and no request came in to take them along) go out now, so
+        no reply waits for another request's handler longer than a tick. Never blocks (``Outbound.flush``)."""
+        if self._unsent:
+            self._flush()
+
     def _error_reply(self, reply: bytes, error: ServiceError) -> Command:
         try:
             return encode_reply(reply, error.data, self._runtime.max_payload, error.headers)
@@ -575,6 +583,7 @@ class ServiceInstance:
         with self._lock:
             self._state = "stopped"
         self._runtime.untrack(self)
+        self._runtime.unwatch(self._send_held)
         self._done.set()
 
     def on_client_closed(self, exc: BaseException) -> None:
@@ -586,6 +595,7 @@ class ServiceInstance:
             self._state = "stopped"
         if self.error is None:
             self.error = exc
+        self._runtime.unwatch(self._send_held)
         self._pool.halt()
         self._done.set()
 

@@ -295,3 +295,33 @@ def test_replies_held_behind_an_unexpectedly_slow_handler_go_out_with_the_next_r
     stall.open.set()
     got = replies.take(2)
     assert (got[2].data, got[3].data) == (b"done 2", b"quick 3")
+
+
+def test_replies_held_behind_an_unexpectedly_slow_handler_go_out_within_a_tick_when_no_request_comes(
+    client, started, name
+):
+    # as above, but nothing comes in after the stall: the watchdog's tick writes the held replies (before, they
+    # waited for the stalled handler, here 10 s, longer than most callers' timeouts)
+    hold, stall = Gate(), Gate()
+
+    def quick(request: Request) -> bytes:
+        return stall(request) if request.data == b"2" else b"quick " + request.data
+
+    service = Service(name, "1.0.0", workers=1)
+    service.add_endpoint("hold", hold)
+    service.add_endpoint("quick", quick)
+    instance = service.start(client)
+    started.append(instance)
+    replies = Replies(client)
+    replies.send("hold", 0)
+    wait_until(lambda: hold.inside == 1)
+    replies.send("quick", 1)
+    replies.send("quick", 2)
+    wait_until(lambda: queued(instance, "quick") == 2)
+    hold.open.set()
+    wait_until(lambda: stall.inside == 1)
+    got = replies.take(2, timeout=2)
+    assert stall.inside == 1
+    assert (got[0].data, got[1].data) == (b"done 0", b"quick 1")
+    stall.open.set()
+    assert replies.take(1)[2].data == b"done 2"
