@@ -186,7 +186,7 @@ class LanePool(Generic[T]):
     def _wake_one(self) -> _Bed | None:
         """Lock held, something ready: the idle worker to wake, unless one was woken and has yet to take its item.
         The caller wakes it once it released the lock: woken inside, the worker would only block on the lock, and
-        the lock's release would then be a system call under the GIL again (see :class:`_Bed`). The worker stays
+        the lock's release would then be a system call under the GIL again (see `_Bed`). The worker stays
         in its bed until that byte comes, so its pipe is still open when it is written.
 
         Waking one at a time (each worker that takes an item wakes the next while more is ready) keeps a burst of
@@ -200,7 +200,7 @@ class LanePool(Generic[T]):
 
     def _take(self) -> tuple[Lane[T], T, _Bed | None]:
         """Lock held, a lane ready: the next item of the next ready lane, and the idle worker to wake for what is
-        still ready (see :meth:`_wake_one`)."""
+        still ready (see `_wake_one`)."""
         lane = self._ready.popleft()
         item, size = lane._queue.popleft()
         lane._bytes -= size

@@ -64,7 +64,7 @@ class Outbound:
         Behind a backlog over high water, waits at most ``timeout`` seconds (None: the client's timeout) for the
         IO thread to take it; TimeoutError then, before anything of ``command`` was queued.
 
-        With ``later`` the IO thread is not woken for it: the caller promises a :meth:`flush` once its burst is
+        With ``later`` the IO thread is not woken for it: the caller promises a `flush` once its burst is
         queued (a service's worker thread, after the replies of the requests it found waiting), which writes the
         burst itself when it can. Whatever another thread queues meanwhile takes it along.
         """
@@ -97,7 +97,7 @@ class Outbound:
     def flush(self) -> None:
         """A thread that queued with ``put(later=True)``: send what is queued now. On the calling thread, through
         the socket gate, when nothing waits in nats-py or the transport (no IO-thread wake-up at all: a service
-        worker's burst of replies goes out in one ``send``); else it wakes the IO thread for it, as :meth:`put`
+        worker's burst of replies goes out in one ``send``); else it wakes the IO thread for it, as `put`
         does. Never blocks: the gate's lock is only tried."""
         if not self._queue or self._write_here(None):
             return
@@ -134,7 +134,7 @@ class Outbound:
 
     def _send_with_queued(self, command: Command | None) -> bool:
         """Gate lock held: write what is queued and ``command`` (if any) in one send; what is queued may be at
-        most ``_CARRY_LIMIT`` bytes with a command, ``_FLUSH_LIMIT`` without (a :meth:`flush`).
+        most ``_CARRY_LIMIT`` bytes with a command, ``_FLUSH_LIMIT`` without (a `flush`).
 
         A drain posted for the queue still runs and finds it empty. When the send fails, the taken commands go
         back to the front of the queue and nothing was sent.
@@ -177,7 +177,7 @@ class Outbound:
             self._waiters -= 1
 
     def drain_queued(self) -> None:
-        """IO thread: :meth:`drain_now` if anything is queued (what a thread queued with ``later`` and has not
+        """IO thread: `drain_now` if anything is queued (what a thread queued with ``later`` and has not
         flushed yet goes out with this loop turn); a truth test of a list when nothing is."""
         if self._queue:
             self.drain_now()

@@ -347,7 +347,7 @@ class ServiceInstance:
         """A worker thread: run the handler on one request and queue its reply.
 
         Replies are queued without waking the IO thread (``send(later=True)``): the worker writes them itself
-        once it has run the requests it found waiting (the pool calls :meth:`_flush` before the worker waits),
+        once it has run the requests it found waiting (the pool calls `_flush` before the worker waits),
         after ``_BURST`` of them, or before a handler that usually takes longer than ``_QUICK``, so that a quick
         reply does not wait for a slow handler. A burst of quick requests costs one write and no IO-thread
         wake-up: on the echo benchmark the wake-up per burst was as much as the rest of the round trip."""
