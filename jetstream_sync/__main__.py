@@ -2,7 +2,8 @@
 and what JetStream account does it see. For bug reports and for checking a deployment's settings.
 
     python -m jetstream_sync                                  # versions: package, nats-py, nats-server, Python
-    python -m jetstream_sync ping nats://127.0.0.1:4222       # connect, server, round trips, JetStream account
+    python -m jetstream_sync ping                             # $NATS_URL, else nats://127.0.0.1:4222
+    python -m jetstream_sync ping nats://10.0.0.5:4222        # connect, server, round trips, JetStream account
     python -m jetstream_sync ping tls://nats.example.org:4222 --creds user.creds --tls-ca-file ca.pem
 
 ``ping`` exits 0 when it connected, 1 with one line on stderr when it could not (refused, timed out,
@@ -26,6 +27,7 @@ from typing import TextIO
 from . import __version__, errors
 from .client import Client
 from .integrations._connection import ConnectionSettings
+from .options import DEFAULT_URL
 
 __all__ = ["format_bytes", "main", "nats_server_version", "versions"]
 
@@ -132,7 +134,14 @@ def _parser() -> argparse.ArgumentParser:
     ping = commands.add_parser(
         "ping", help="connect to a server and report it, the round trip time and the JetStream account"
     )
-    ping.add_argument("url", help="nats://host:4222, tls://..., or several separated by commas")
+    # No URL: NATS_URL (the variable the nats CLI and our example projects read), else a local server's address
+    # (connect()'s default, where ``python -m jetstream_sync server`` listens).
+    ping.add_argument(
+        "url",
+        nargs="?",
+        default=os.environ.get("NATS_URL") or DEFAULT_URL,
+        help=f"nats://host:4222, tls://..., or several separated by commas (default: $NATS_URL, else {DEFAULT_URL})",
+    )
     ping.add_argument("--timeout", type=float, default=5.0, help="seconds for the connect and each request (5)")
     ping.add_argument("--count", type=int, default=5, help="round trips measured (5)")
     ping.add_argument("--name", default="jetstream-sync-ping", help="the connection's name on the server")

@@ -85,4 +85,20 @@ def test_ping_with_a_missing_file_or_bad_arguments(nats_server, tmp_path):
     assert missing.stderr.startswith("error: credentials: file ") and "does not exist" in missing.stderr
     usage = run("ping", nats_server.url, "--timeout", "0")
     assert usage.returncode == 2 and "--timeout must be > 0" in usage.stderr
-    assert run("ping").returncode == 2
+    assert run("ping", "--count", "0").returncode == 2
+
+
+def test_ping_without_a_url_uses_nats_url(nats_server):
+    result = run("ping", "--count", "1", env={"NATS_URL": nats_server.url})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"connected to {nats_server.url}: ")
+
+
+def test_ping_without_a_url_or_nats_url_tries_the_local_default_port():
+    """Whatever 127.0.0.1:4222 holds on this machine, ping names it: connected to it, or the error says where."""
+    env = {key: value for key, value in os.environ.items() if key != "NATS_URL"}
+    result = subprocess.run(
+        [sys.executable, "-m", "jetstream_sync", "ping", "--count", "1", "--timeout", "1"],
+        capture_output=True, text=True, timeout=60, check=False, env=env,
+    )  # fmt: skip
+    assert "127.0.0.1:4222" in (result.stdout if result.returncode == 0 else result.stderr), result
