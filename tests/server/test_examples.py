@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 from tests.helpers import REPO_ROOT
 
@@ -70,8 +73,30 @@ def test_flask_app_takes_orders_over_http_and_its_worker_fulfils_them_and_stops_
     assert "Traceback" not in result.stderr
 
 
+def files_under(directory: Path) -> set[Path]:
+    return {path for path in directory.rglob("*") if "__pycache__" not in path.parts}
+
+
 def test_celery_worker_publishes_and_bills_in_three_processes():
+    before = files_under(EXAMPLES / "celery_worker")
     result = run_example("celery_worker/run.py")
     assert result.returncode == 0, result.stderr
     assert "recorded 30 orders and billed 30, in 3 worker processes" in result.stdout
     assert "ForkedClientError" not in result.stderr and "Traceback" not in result.stderr
+    # the broker's folders (control/ among them) and anything else Celery writes stay in the run's temporary dir
+    assert files_under(EXAMPLES / "celery_worker") == before
+
+
+def test_no_runtime_state_of_the_examples_is_in_git():
+    """What a Celery worker or beat started by hand in examples/ writes is ignored, and none of it is tracked."""
+    if not (REPO_ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    git = ["git", "-C", str(REPO_ROOT)]
+    tracked = subprocess.run([*git, "ls-files", "examples"], capture_output=True, text=True, check=True).stdout
+    assert {Path(name).suffix for name in tracked.split()} == {".py"}, tracked
+    state = ["control/celery.exchange", "celerybeat-schedule.db", "celeryd.pid", "results.sqlite3"]
+    ignored = subprocess.run(
+        [*git, "check-ignore", "--no-index", *(f"examples/celery_worker/{name}" for name in state)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert ignored.stdout.split() == [f"examples/celery_worker/{name}" for name in state]
