@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -38,6 +39,12 @@ def test_worker_drains_and_stops_cleanly():
     assert result.returncode == 0, result.stderr
     assert "stopped cleanly after 21 jobs" in result.stderr
     assert "Traceback" not in result.stderr
+    # the poison job is logged: what arrived, where, and why it is terminated rather than retried
+    assert re.search(
+        r"terminating 'poison-1' \(stream seq 21, delivery 1\): unprocessable job, retrying cannot help; the server"
+        r" will not redeliver it and announces it on \$JS\.EVENT\.ADVISORY\.CONSUMER\.MSG_TERMINATED\.JOBS\.workers",
+        result.stderr,
+    ), result.stderr
 
 
 def test_ordered_replay_reads_from_a_time_in_order_and_ends_when_caught_up():
