@@ -50,8 +50,16 @@ def test_worker_drains_and_stops_cleanly():
 def test_ordered_replay_reads_from_a_time_in_order_and_ends_when_caught_up():
     result = run_example("ordered_replay.py")
     assert result.returncode == 0, result.stderr
-    assert "replayed 5 ledger.eu entries" in result.stdout
-    assert "entry 1, entry 3, entry 5, entry 7, entry 9" in result.stdout
+    lines = result.stdout.splitlines()
+    assert re.fullmatch(
+        r"LEDGER: 5 entries before \S+ UTC, then 'entry 0'..'entry 9' after it \(even ones on ledger.us, odd ones"
+        r" on ledger.eu\)",
+        lines[1],
+    )
+    assert re.fullmatch(r"replaying ledger.eu from \S+ UTC in stream order; expected: the odd entries 1 to 9", lines[2])
+    replayed = r"replayed 5 ledger.eu entries since \S+: entry 1, entry 3, entry 5, entry 7, entry 9"
+    assert re.fullmatch(replayed, lines[3])
+    assert lines[4].startswith("consumer resets on the way: 0 {} (the client recreates a lost consumer")
 
 
 def test_feature_flags_watcher_follows_changes_from_another_thread():
