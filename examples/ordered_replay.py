@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 
 import jetstream_sync
 from jetstream_sync import DeliverPolicy, OrderedConsumerConfig, StreamConfig
+from jetstream_sync.testing import ServerNotInstalledError
 
 
 def run(url: str) -> None:
@@ -72,4 +73,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except ServerNotInstalledError as exc:  # no nats-server to start: the message names the extra that has one
+        sys.exit(f"{exc}; or give a running server: python examples/ordered_replay.py nats://127.0.0.1:4222")

