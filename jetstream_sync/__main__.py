@@ -230,7 +230,7 @@ def _run_until_stopped(server: EmbeddedServer, info: dict[str, object], *, kept:
         else:
             out.write(f"store: {store} (temporary: deleted when the server stops; --store-dir keeps one)\n")
         out.write(f"monitoring: {server.monitor_url}\n")
-        out.write(f"try: python examples/quickstart.py {server.url}   (Ctrl-C stops the server)\n")
+        out.write(f"try: python -m jetstream_sync ping {server.url}   (Ctrl-C stops the server)\n")
         out.flush()
         while server.is_running:  # polled so that a server that dies on its own is reported, not waited on
             time.sleep(_SERVER_POLL_INTERVAL)
