@@ -58,7 +58,7 @@ def test_getting_started_and_the_readme_list_every_example_with_the_same_extras(
         guide_extras, readme_extras = extras_of(in_guide[example][1]), extras_of(in_readme[example][1])
         assert guide_extras == readme_extras, example
         assert "server" in guide_extras and guide_extras <= declared_extras(), example
-        assert re.fullmatch(r"\d+(-\d+)? s( \(.*\))?", in_guide[example][2]), (example, in_guide[example][2])
+        assert re.fullmatch(r"\d+(\.\d)? s( \(.*\))?", in_guide[example][2]), (example, in_guide[example][2])
 
 
 def test_every_example_names_its_extras_in_the_message_it_ends_with():
