@@ -17,6 +17,7 @@ import threading
 
 import jetstream_sync
 from jetstream_sync import KeyValueConfig, KeyValueOp
+from jetstream_sync.testing import ServerNotInstalledError
 
 
 class Flags:
@@ -97,4 +98,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except ServerNotInstalledError as exc:  # no nats-server to start: the message names the extra that has one
+        sys.exit(f"{exc}; or give a running server: python examples/feature_flags.py nats://127.0.0.1:4222")

@@ -17,12 +17,14 @@ import argparse
 import contextlib
 import hashlib
 import resource
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import jetstream_sync
 from jetstream_sync import ObjectMeta, ObjectStoreConfig
+from jetstream_sync.testing import ServerNotInstalledError
 
 
 def make_file(path: Path, size: int) -> str:
@@ -102,4 +104,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except ServerNotInstalledError as exc:  # no nats-server to start: the message names the extra that has one
+        sys.exit(f"{exc}; or give a running server: python examples/file_drop.py nats://127.0.0.1:4222")

@@ -11,6 +11,7 @@ import sys
 
 import jetstream_sync
 from jetstream_sync import AckPolicy, ConsumerConfig, RetentionPolicy, StreamConfig
+from jetstream_sync.testing import ServerNotInstalledError
 
 
 def run(url: str) -> None:
@@ -60,4 +61,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except ServerNotInstalledError as exc:  # no nats-server to start: the message names the extra that has one
+        sys.exit(f"{exc}; or give a running server: python examples/quickstart.py nats://127.0.0.1:4222")

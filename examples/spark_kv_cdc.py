@@ -21,14 +21,16 @@ import tempfile
 from collections import Counter
 from typing import Any
 
+from _local_spark import local_spark  # first: without the spark extra it says what to install
+
 import jetstream_sync
 from jetstream_sync import KeyValueConfig
+from jetstream_sync.testing import ServerNotInstalledError
 
 
-def run(url: str, checkpoint: str) -> None:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import DataFrame, SparkSession
+def run(url: str, work_dir: str) -> None:
+    checkpoint = os.path.join(work_dir, "checkpoint")
+    from pyspark.sql import DataFrame
 
     from jetstream_sync.spark import JetStreamKeyValueDataSource
 
@@ -40,16 +42,11 @@ def run(url: str, checkpoint: str) -> None:
         profiles = js.create_key_value(KeyValueConfig(bucket="PROFILES", history=10))
         replica = js.create_key_value(KeyValueConfig(bucket="PROFILES_REPLICA", history=10))
 
-        spark = (
-            SparkSession.builder.master("local[2]")
-            .appName("jetstream-sync spark kv cdc")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.shuffle.partitions", "2")
-            .config("spark.sql.session.timeZone", "UTC")
-            .getOrCreate()
+        spark = local_spark(
+            "jetstream-sync spark kv cdc",
+            work_dir,
+            {"spark.sql.shuffle.partitions": "2", "spark.sql.session.timeZone": "UTC"},
         )
-        spark.sparkContext.setLogLevel("ERROR")
         spark.dataSource.register(JetStreamKeyValueDataSource)
 
         def apply(changes: DataFrame, batch_id: int) -> None:
@@ -121,16 +118,18 @@ def _last_revision(js: jetstream_sync.JetStream) -> int:
 
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="jetstream-spark-kv-") as work:
-        checkpoint = os.path.join(work, "checkpoint")
         if len(sys.argv) > 1:
-            run(sys.argv[1], checkpoint)
+            run(sys.argv[1], work)
             return
         from jetstream_sync.testing import EmbeddedServer
 
         with EmbeddedServer() as server, contextlib.suppress(KeyboardInterrupt):
             print(f"started an embedded nats-server at {server.url}")
-            run(server.url, checkpoint)
+            run(server.url, work)
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except ServerNotInstalledError as exc:  # no nats-server to start: the message names the extra that has one
+        sys.exit(f"{exc}; or give a running server: python examples/spark_kv_cdc.py nats://127.0.0.1:4222")

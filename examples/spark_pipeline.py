@@ -19,8 +19,11 @@ import random
 import sys
 import tempfile
 
+from _local_spark import local_spark  # first: without the spark extra it says what to install
+
 import jetstream_sync
 from jetstream_sync import StreamConfig
+from jetstream_sync.testing import ServerNotInstalledError
 
 
 def publish_orders(js: jetstream_sync.JetStream, first: int, count: int) -> None:
@@ -32,10 +35,8 @@ def publish_orders(js: jetstream_sync.JetStream, first: int, count: int) -> None
     js.publish_async_complete(timeout=30)
 
 
-def run(url: str, checkpoint: str) -> None:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+def run(url: str, work_dir: str) -> None:
+    checkpoint = os.path.join(work_dir, "checkpoint")
     from pyspark.sql import functions as F
 
     from jetstream_sync.spark import JetStreamDataSource
@@ -50,15 +51,7 @@ def run(url: str, checkpoint: str) -> None:
         publish_orders(js, first_id, 500)
         print(f"published 500 orders to ORDERS (sequences up to {orders.info().state.last_seq})")
 
-        spark = (
-            SparkSession.builder.master("local[2]")
-            .appName("jetstream-sync spark pipeline")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.shuffle.partitions", "2")
-            .getOrCreate()
-        )
-        spark.sparkContext.setLogLevel("ERROR")
+        spark = local_spark("jetstream-sync spark pipeline", work_dir, {"spark.sql.shuffle.partitions": "2"})
         spark.dataSource.register(JetStreamDataSource)
         order_schema = "id LONG, region STRING, amount INT"
 
@@ -109,16 +102,18 @@ def run(url: str, checkpoint: str) -> None:
 
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="jetstream-spark-") as work:
-        checkpoint = os.path.join(work, "checkpoint")
         if len(sys.argv) > 1:
-            run(sys.argv[1], checkpoint)
+            run(sys.argv[1], work)
             return
         from jetstream_sync.testing import EmbeddedServer
 
         with EmbeddedServer() as server, contextlib.suppress(KeyboardInterrupt):
             print(f"started an embedded nats-server at {server.url}")
-            run(server.url, checkpoint)
+            run(server.url, work)
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except ServerNotInstalledError as exc:  # no nats-server to start: the message names the extra that has one
+        sys.exit(f"{exc}; or give a running server: python examples/spark_pipeline.py nats://127.0.0.1:4222")

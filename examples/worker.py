@@ -2,6 +2,10 @@
 
 python examples/worker.py                          # embedded server, publishes demo jobs, runs 3 s
 python examples/worker.py nats://127.0.0.1:4222    # your server; runs until Ctrl-C
+
+The demo publishes 20 good jobs and one poison job (``poison-1``), which the handler terminates with a WARNING
+saying what it received and why: a job that can never succeed is taken out of the queue at once rather than
+retried ``max_deliver`` times.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import threading
 
 import jetstream_sync
 from jetstream_sync import AckPolicy, ConsumerConfig, Msg, RetentionPolicy, StreamConfig
+from jetstream_sync.testing import ServerNotInstalledError
 
 log = logging.getLogger("worker")
 
@@ -21,6 +26,16 @@ def handle(msg: Msg) -> None:
     """Do the job; ack when done, nak with a delay to retry later, term a job that can never succeed."""
     job = msg.data.decode()
     if job.startswith("poison"):
+        # A job that fails however often it is retried: term() ends its deliveries now instead of after
+        # max_deliver attempts; the server publishes a MSG_TERMINATED advisory with the reason, where a
+        # dead-letter consumer can pick it up (docs/guides/advisories.md).
+        log.warning(
+            "terminating %r (stream seq %d, delivery %d): unprocessable job, retrying cannot help; the server will"
+            " not redeliver it and announces it on $JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.JOBS.workers",
+            job,
+            msg.metadata.sequence.stream,
+            msg.metadata.num_delivered,
+        )
         msg.term(reason="unprocessable job")
         return
     log.info("done %s (delivery %d)", job, msg.metadata.num_delivered)
@@ -63,4 +78,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except ServerNotInstalledError as exc:  # no nats-server to start: the message names the extra that has one
+        sys.exit(f"{exc}; or give a running server: python examples/worker.py nats://127.0.0.1:4222")

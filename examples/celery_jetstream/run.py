@@ -15,9 +15,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from celery import chord
+try:
+    from celery import chord
+except ModuleNotFoundError as exc:  # say which extra to install, not an ImportError traceback
+    sys.exit(f"this example needs the celery extra: pip install -e '.[server,celery]' (no module {exc.name!r})")
 
-from jetstream_sync.testing import EmbeddedServer
+from jetstream_sync.testing import EmbeddedServer, ServerNotInstalledError
 
 HERE = Path(__file__).resolve().parent
 
@@ -47,4 +50,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except ServerNotInstalledError as exc:  # no nats-server to start: the message names the extra that has one
+        sys.exit(str(exc))

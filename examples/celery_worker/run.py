@@ -16,9 +16,14 @@ import tempfile
 import time
 from pathlib import Path
 
+try:
+    import celery  # noqa: F401 - the worker runs as python -m celery
+except ModuleNotFoundError as exc:  # say which extra to install, not an ImportError traceback
+    sys.exit(f"this example needs the celery extra: pip install -e '.[server,celery]' (no module {exc.name!r})")
+
 import jetstream_sync
 from jetstream_sync import ConsumerConfig, StreamConfig
-from jetstream_sync.testing import EmbeddedServer
+from jetstream_sync.testing import EmbeddedServer, ServerNotInstalledError
 
 HERE = Path(__file__).resolve().parent
 ORDERS = 30
@@ -64,4 +69,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except ServerNotInstalledError as exc:  # no nats-server to start: the message names the extra that has one
+        sys.exit(str(exc))

@@ -5,6 +5,10 @@ task, the ``jetstream_consume`` command fulfilling the orders in another process
 python examples/django_project/demo.py                          # starts an embedded nats-server
 python examples/django_project/demo.py nats://127.0.0.1:4222    # or use your own server (JetStream enabled)
 
+The consume worker's output includes a traceback on purpose (the demo says so where it prints it): the handler
+fails on the first delivery of the order for "flaky", the command logs the error and naks the message, and the
+second delivery succeeds.
+
 Or run the pieces yourself: NATS_URL=... python examples/django_project/manage.py runserver, and
 NATS_URL=... python examples/django_project/manage.py jetstream_consume ORDERS fulfilment --handler shop.handlers.fulfil
 and NATS_URL=... python examples/django_project/manage.py jetstream_tasks_worker --queue emails --threads 2
@@ -20,8 +24,24 @@ import sys
 import time
 from pathlib import Path
 
+try:
+    import django
+
+    if django.VERSION < (6,):
+        import django_tasks  # noqa: F401 - the django.tasks backport, which jetstream_tasks_worker runs on
+except ModuleNotFoundError as exc:  # say which extra to install, not an ImportError traceback
+    extra = "django-tasks"  # Django, and the django.tasks backport where Django is older than 6
+    sys.exit(f"this example needs the {extra} extra: pip install -e '.[server,{extra}]' (no module {exc.name!r})")
+
+from jetstream_sync.testing import ServerNotInstalledError
+
 HERE = Path(__file__).resolve().parent
 ITEMS = ["book", "lamp", "flaky", "chair"]
+DELIBERATE_TRACEBACK = (
+    "--- the consume worker's output (manage.py jetstream_consume). The traceback in it is deliberate: the\n"
+    "    handler (shop/handlers.py) raises on the first delivery of the 'flaky' order, to show that the command logs\n"
+    "    a failing handler with its traceback and naks the message, and that the server delivers it again. ---"
+)
 
 
 def run(url: str) -> None:
@@ -66,7 +86,9 @@ def run(url: str) -> None:
         info = js.consumer_info("ORDERS", "fulfilment")
     worker.send_signal(signal.SIGTERM)
     output, _ = worker.communicate(timeout=60)
+    print(DELIBERATE_TRACEBACK)
     print(output.rstrip())
+    print("--- end of the consume worker's output ---")
     print(f"worker exited {worker.returncode}; orders acked: {info.ack_floor.stream_seq} of {len(ITEMS)}")
 
     tasks = subprocess.Popen(
@@ -102,4 +124,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except ServerNotInstalledError as exc:  # no nats-server to start: the message names the extra that has one
+        sys.exit(f"{exc}; or give a running server: python examples/django_project/demo.py nats://127.0.0.1:4222")

