@@ -83,6 +83,19 @@ def test_refused_credentials():
     assert_quotes_exactly(section("3."), caught.value)
 
 
+def test_a_subject_the_user_may_not_publish_to():
+    users = '{user: app, password: s3cret, permissions: {publish: "allowed.>", subscribe: ">"}}'
+    reported: list[BaseException] = []
+    server = EmbeddedServer(jetstream=False, config=f"authorization {{ users = [ {users} ] }}")
+    options = {"user": "app", "password": "s3cret", "error_callback": reported.append}
+    with server, jetstream_sync.connect(server.url, **options) as nc:
+        nc.publish("orders.new", b"order 1")
+        wait_until(lambda: reported)
+        assert nc.is_connected  # a refused publish is reported, the connection stays
+    assert isinstance(reported[0], errors.PermissionViolationError)
+    assert_quotes_exactly(section("3."), reported[0])
+
+
 def test_a_server_without_jetstream():
     with EmbeddedServer(jetstream=False) as server, jetstream_sync.connect(server.url) as nc:
         js = nc.jetstream()
