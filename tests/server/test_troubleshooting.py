@@ -251,9 +251,13 @@ def test_the_logging_program_logs_what_the_guide_shows(tmp_path):
 
 def test_the_stats_program_prints_what_the_guide_explains(tmp_path):
     printed = _program_of("Reading", tmp_path).splitlines()
-    assert printed[0].startswith("ConsumeStats(pulls_sent=")
-    assert printed[1].startswith("delivered 100 messages, ")
-    assert printed[2] == "owed by the server now: 20"
+    fields = [field.name for field in attrs.fields(jetstream_sync.ConsumeStats)]
+    assert [line.split()[0] for line in printed[:-1]] == fields  # one line per field, in order
+    values = dict(line.split(maxsplit=1) for line in printed[:-1])
+    assert values["messages_delivered"] == "100"
+    assert values["buffered"] == "0"
+    assert printed[-1] == "owed by the server now: 20"
     part = section("Reading")
-    for name in (field.name for field in attrs.fields(jetstream_sync.ConsumeStats)):
+    for name in fields:
         assert f"`{name}`" in part, f"the guide does not explain ConsumeStats.{name}"
+        assert f"\n{name} " in part, f"the guide's output does not show ConsumeStats.{name}"
