@@ -4,6 +4,7 @@ run, else its key words), so the page cannot drift from the code. Its programs r
 
 from __future__ import annotations
 
+import logging
 import sys
 import types
 
@@ -121,20 +122,17 @@ def test_nobody_answers(nats_server_function):
     assert_quotes_key_words(part, requesting.value, "no responders on the subject of request")
 
 
-def test_a_stream_or_consumer_that_does_not_exist(nats_server):
+def test_a_stream_or_consumer_that_does_not_exist(nats_server_function):
     part = section("6.")
-    with jetstream_sync.connect(nats_server.url) as nc:
+    with jetstream_sync.connect(nats_server_function.url) as nc:  # the quotes name ORDERS: a server of its own
         js = nc.jetstream()
         with pytest.raises(errors.StreamNotFoundError) as no_stream:
-            js.stream("TROUBLESHOOTING_MISSING")
-        js.create_stream(StreamConfig(name="TROUBLESHOOTING_6", subjects=["troubleshooting.six"]))
-        try:
-            with pytest.raises(errors.ConsumerNotFoundError) as no_consumer:
-                js.consumer("TROUBLESHOOTING_6", "billing")
-        finally:
-            js.delete_stream("TROUBLESHOOTING_6")
-    assert_quotes_key_words(part, no_stream.value, "not found")
-    assert_quotes_key_words(part, no_consumer.value, "not found")
+            js.stream("ORDERS")
+        js.create_stream(StreamConfig(name="ORDERS", subjects=["orders.>"]))
+        with pytest.raises(errors.ConsumerNotFoundError) as no_consumer:
+            js.consumer("ORDERS", "billing")
+    assert_quotes_exactly(part, no_stream.value)
+    assert_quotes_exactly(part, no_consumer.value)
 
 
 def test_timeouts(nats_server):
@@ -156,22 +154,24 @@ def test_timeouts(nats_server):
     assert_quotes_exactly(part, requesting.value)
 
 
-def test_a_redelivery_after_the_ack_wait(nats_server):
-    with jetstream_sync.connect(nats_server.url) as nc:
+def test_a_redelivery_after_the_ack_wait(nats_server_function, caplog):
+    caplog.set_level(logging.WARNING, logger="jetstream_sync")
+    with jetstream_sync.connect(nats_server_function.url) as nc:  # the quoted warning names ORDERS/worker
         js = nc.jetstream()
-        stream = js.create_stream(StreamConfig(name="TROUBLESHOOTING_8", subjects=["troubleshooting.eight"]))
-        try:
-            js.publish("troubleshooting.eight", b"job-1")
-            worker = stream.create_or_update_consumer(ConsumerConfig(durable_name="worker", ack_wait=1.0))
-            first = worker.next(timeout=5)  # not acked: the server sends it again after one second
-            again = worker.next(timeout=5)
-            again.ack()
-        finally:
-            js.delete_stream("TROUBLESHOOTING_8")
+        stream = js.create_stream(StreamConfig(name="ORDERS", subjects=["orders.>"]))
+        js.publish("orders.new", b"job-1")
+        retry = stream.create_or_update_consumer(ConsumerConfig(durable_name="retry", ack_wait=1.0))
+        first = retry.next(timeout=5)  # not acked: the server sends it again after one second
+        again = retry.next(timeout=5)
+        worker = stream.create_or_update_consumer(ConsumerConfig(durable_name="worker"))
+        with worker.consume(lambda msg: None):  # a handler that returns without answering: the warning
+            wait_until(lambda: any("returned without acknowledging" in r.getMessage() for r in caplog.records))
     part = section("8.")
     for msg in (first, again):
         assert f"delivery {msg.metadata.num_delivered}: {msg.data.decode()}" in part.splitlines()
     assert again.metadata.sequence.stream == first.metadata.sequence.stream
+    warned = next(r for r in caplog.records if "returned without acknowledging" in r.getMessage())
+    assert f"WARNING jetstream_sync {warned.getMessage()}" in part.splitlines()
     assert "auto_in_progress=True" in part
 
 
