@@ -103,7 +103,9 @@ class Replies:
                 if self.received:
                     continue  # a late status after replies came: the replies stand
                 self.close()
-                raise errors.NoRespondersError(f"no responders on the subject of request {self._subject!r}")
+                raise errors.NoRespondersError(
+                    f"no responders for the request on {self._subject!r}: nobody subscribes to its subject"
+                )
             if self._sentinel and not msg.data and msg.raw_headers is None:
                 break
             self.received += 1

@@ -79,7 +79,8 @@ class RequestMux:
         if entry is None:
             return
         if is_no_responders(headers):
-            entry.fail(errors.NoRespondersError(f"no responders on the subject of request {subject.decode()!r}"))
+            # the reply inbox is all the mux knows; a waiting request names its subject instead (Runtime.request)
+            entry.fail(errors.NoRespondersError(f"no responders (the reply came on {subject.decode()!r})"))
             return
         try:
             entry.resolve(subject, data, headers)

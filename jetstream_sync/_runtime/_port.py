@@ -417,6 +417,9 @@ class Runtime(ProcessLocal):
         try:
             self._outbound.put_waiting(encode(reply), timeout)  # a stalled backlog spends part of the timeout
             return waiter.wait(max(0.0, deadline - time.monotonic()), what, timeout)
+        except errors.NoRespondersError:
+            # the mux knows only the reply inbox the 503 came on; the caller's ``what`` names the subject asked
+            raise errors.NoRespondersError(f"no responders for the {what}: nobody subscribes to its subject") from None
         except errors.TimeoutError:
             if not self.is_connected and not self._closed:
                 raise errors.TimeoutError(
