@@ -1,0 +1,158 @@
+"""Every ```python block of the documentation runs, so none can rot: README.md and docs/**/*.md.
+
+The convention (docs/guides/testing.md, "The snippets of these docs", says it for writers):
+
+- A page's python blocks run **in order, as one program**, in a fresh interpreter, saved to a file in a temporary
+  directory and run there, as a reader who pastes them one after the other would; a later block may use the names
+  an earlier one made. The page's program is bounded by ``PAGE_TIMEOUT`` seconds and must exit 0.
+- A program that needs NATS starts its own ``EmbeddedServer`` (``jetstream_sync.testing``), as the guides' opening
+  programs do: what a reader runs and what this test runs are the same text, and no port is shared between pages.
+- A block that cannot run as it stands (a settings fragment, a Celery config, a Spark job that needs Java, a
+  cluster, an API summary with your own names in it) is preceded by an HTML comment that says why and where it
+  is tested instead: ``<!-- snippet: skip (Django settings fragment; run by tests/server/integrations/django/...)
+  -->``. Each such block is reported as a pytest skip with its reason (``pytest -rs`` lists them); a mark without a
+  reason, a mark of another kind, or a mark that is not right before a python block fails.
+- Every guide (docs/guides, docs/frameworks) opens with a program run here: its first python block comes before
+  its first section and is not skipped, unless its skip names the test under tests/ that runs it.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO_ROOT
+
+#: seconds one page's program may take (each starts an interpreter and usually an embedded nats-server)
+PAGE_TIMEOUT = 30.0
+
+PAGES = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").rglob("*.md"))]
+GUIDES = [page for page in PAGES if page.parent.name in ("guides", "frameworks")]
+
+_FENCE_OPEN = re.compile(r"^(?P<indent>\s*)```python\s*$")
+_MARK = re.compile(r"^\s*<!--\s*snippet:(?P<body>.*?)-->\s*$")
+_SKIP = re.compile(r"^\s*skip\s+\((?P<reason>.+)\)\s*$")
+
+
+@dataclass(frozen=True)
+class Block:
+    """One ```python block of a page: where it starts (1-based line of its fence), its code, its skip reason."""
+
+    page: Path
+    line: int
+    code: str
+    skip: str | None
+
+    @property
+    def where(self) -> str:
+        return f"{self.page.relative_to(REPO_ROOT)}:{self.line}"
+
+
+def _mark_before(lines: list[str], fence: int) -> str | None:
+    """The text of the ``<!-- snippet: ... -->`` comment on the last non-blank line before ``fence``, if any."""
+    index = fence - 1
+    while index >= 0 and not lines[index].strip():
+        index -= 1
+    found = _MARK.match(lines[index]) if index >= 0 else None
+    return found.group("body") if found else None
+
+
+def blocks_of(page: Path) -> list[Block]:
+    """The python blocks of ``page`` in order, dedented (a block may sit in a list item); a malformed mark fails."""
+    lines = page.read_text(encoding="utf-8").splitlines()
+    found: list[Block] = []
+    index = 0
+    while index < len(lines):
+        opening = _FENCE_OPEN.match(lines[index])
+        if opening is None:
+            index += 1
+            continue
+        end = index + 1
+        while end < len(lines) and lines[end].strip() != "```":
+            end += 1
+        assert end < len(lines), f"{page}:{index + 1}: a python block that never closes"
+        body = _mark_before(lines, index)
+        skip = None
+        if body is not None:
+            skipped = _SKIP.match(body)
+            assert skipped, f"{page}:{index + 1}: a snippet mark must read 'skip (why; where it is tested)': {body!r}"
+            skip = skipped.group("reason").strip()
+        code = textwrap.dedent("\n".join(lines[index + 1 : end])) + "\n"
+        found.append(Block(page, index + 1, code, skip))
+        index = end + 1
+    return found
+
+
+def _marks_without_a_block(page: Path) -> list[int]:
+    """Lines of ``page`` holding a snippet mark that is not right before a python block (a mark left behind)."""
+    lines = page.read_text(encoding="utf-8").splitlines()
+    stray = []
+    for index, line in enumerate(lines):
+        if _MARK.match(line):
+            after = index + 1
+            while after < len(lines) and not lines[after].strip():
+                after += 1
+            if after == len(lines) or not _FENCE_OPEN.match(lines[after]):
+                stray.append(index + 1)
+    return stray
+
+
+def _run_ids(page: Path) -> str:
+    return str(page.relative_to(REPO_ROOT))
+
+
+RUN_PAGES = [page for page in PAGES if any(block.skip is None for block in blocks_of(page))]
+SKIPPED = [block for page in PAGES for block in blocks_of(page) if block.skip is not None]
+
+
+def program_of(page: Path) -> str:
+    """The page's program: its runnable blocks in order, each headed by a comment naming its line."""
+    parts = [f"# {block.where}\n{block.code}" for block in blocks_of(page) if block.skip is None]
+    return "\n".join(parts)
+
+
+@pytest.mark.timeout(PAGE_TIMEOUT + 30)
+@pytest.mark.parametrize("page", RUN_PAGES, ids=_run_ids)
+def test_the_pages_snippets_run_as_they_stand(page: Path, tmp_path: Path) -> None:
+    program = tmp_path / f"{page.stem.replace('-', '_')}_snippets.py"
+    program.write_text(program_of(page), encoding="utf-8")
+    try:
+        result = subprocess.run(
+            [sys.executable, str(program)], capture_output=True, text=True, timeout=PAGE_TIMEOUT, cwd=tmp_path
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"{_run_ids(page)}: its snippets did not end within {PAGE_TIMEOUT}s (one hangs?): {exc.stderr!r}")
+    assert result.returncode == 0, f"{_run_ids(page)}'s snippets failed:\n{result.stderr[-4000:]}"
+
+
+@pytest.mark.parametrize("block", SKIPPED, ids=lambda block: block.where)
+def test_skipped_snippets_say_why(block: Block) -> None:
+    """Each block that does not run is listed (``pytest -rs``) with its reason, so the count is in every run."""
+    assert block.skip is not None
+    for named in re.findall(r"tests/[\w/.-]*\w", block.skip):
+        assert (REPO_ROOT / named).exists(), f"{block.where}: its skip names {named}, which does not exist"
+    pytest.skip(f"{block.where}: {block.skip}")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_run_ids)
+def test_every_snippet_mark_sits_right_before_a_python_block(page: Path) -> None:
+    assert not _marks_without_a_block(page), f"{_run_ids(page)}: snippet marks before no python block, lines"
+
+
+@pytest.mark.parametrize("page", GUIDES, ids=_run_ids)
+def test_every_guide_opens_with_a_program_that_runs(page: Path) -> None:
+    """The common case first: the guide's first python block comes before its first section (``## ``), and it is
+    run by this module or its skip names the test under tests/ that runs it."""
+    text = page.read_text(encoding="utf-8")
+    blocks = blocks_of(page)
+    assert blocks, f"{_run_ids(page)} has no python block: open it with a program of the common case"
+    first = blocks[0]
+    first_section = next((n for n, line in enumerate(text.splitlines(), 1) if line.startswith("## ")), None)
+    assert first_section is None or first.line < first_section, f"{first.where}: the opening program comes late"
+    assert first.skip is None or "run by tests/" in first.skip, f"{first.where}: the opening program does not run"
