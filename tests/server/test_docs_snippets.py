@@ -12,6 +12,8 @@ The convention (docs/guides/testing.md, "The snippets of these docs", says it fo
   is tested instead: ``<!-- snippet: skip (Django settings fragment; run by tests/server/integrations/django/...)
   -->``. Each such block is reported as a pytest skip with its reason (``pytest -rs`` lists them); a mark without a
   reason, a mark of another kind, or a mark that is not right before a python block fails.
+- A runnable block followed by "It prints:" and a ```text block promises that output: the page's output must
+  hold each such text, in the page's order.
 - Every guide (docs/guides, docs/frameworks) opens with a program run here: its first python block comes before
   its first section and is not skipped, unless its skip names the test under tests/ that runs it.
 """
@@ -111,6 +113,24 @@ RUN_PAGES = [page for page in PAGES if any(block.skip is None for block in block
 SKIPPED = [block for page in PAGES for block in blocks_of(page) if block.skip is not None]
 
 
+_PRINTS = re.compile(r"^```\n\s*It prints:\n\n```text\n(?P<text>.*?)^```$", re.MULTILINE | re.DOTALL)
+
+
+def promised_output(page: Path) -> list[str]:
+    """What the page says its runnable blocks print: each "It prints:" text block right after a python block that
+    is not skipped, in order."""
+    lines = page.read_text(encoding="utf-8").splitlines(keepends=True)
+    promised = []
+    for block in blocks_of(page):
+        if block.skip is not None:
+            continue
+        close = block.line + block.code.count("\n")  # the index of the block's closing fence
+        found = _PRINTS.match("".join(lines[close:]))
+        if found:
+            promised.append(found.group("text"))
+    return promised
+
+
 def program_of(page: Path) -> str:
     """The page's program: its runnable blocks in order, each headed by a comment naming its line."""
     parts = [f"# {block.where}\n{block.code}" for block in blocks_of(page) if block.skip is None]
@@ -129,6 +149,11 @@ def test_the_pages_snippets_run_as_they_stand(page: Path, tmp_path: Path) -> Non
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"{_run_ids(page)}: its snippets did not end within {PAGE_TIMEOUT}s (one hangs?): {exc.stderr!r}")
     assert result.returncode == 0, f"{_run_ids(page)}'s snippets failed:\n{result.stderr[-4000:]}"
+    position = 0
+    for text in promised_output(page):
+        found = result.stdout.find(text, position)
+        assert found >= 0, f"{_run_ids(page)} says its snippets print\n{text}\nthey printed\n{result.stdout}"
+        position = found + len(text)
 
 
 @pytest.mark.parametrize("block", SKIPPED, ids=lambda block: block.where)
