@@ -180,4 +180,9 @@ def test_every_guide_opens_with_a_program_that_runs(page: Path) -> None:
     first = blocks[0]
     first_section = next((n for n, line in enumerate(text.splitlines(), 1) if line.startswith("## ")), None)
     assert first_section is None or first.line < first_section, f"{first.where}: the opening program comes late"
-    assert first.skip is None or "run by tests/" in first.skip, f"{first.where}: the opening program does not run"
+    if first.skip is not None:
+        runner = re.search(r"run by (tests/[\w/.-]*\w)", first.skip)
+        assert runner, f"{first.where}: the opening program does not run (nor names the test that runs it)"
+        assert page.name in (REPO_ROOT / runner.group(1)).read_text(encoding="utf-8"), (
+            f"{first.where}: {runner.group(1)} does not read {page.name}, so it cannot run its opening program"
+        )
