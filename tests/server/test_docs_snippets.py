@@ -4,7 +4,8 @@ The convention (docs/guides/testing.md, "The snippets of these docs", says it fo
 
 - A page's python blocks run **in order, as one program**, in a fresh interpreter, saved to a file in a temporary
   directory and run there, as a reader who pastes them one after the other would; a later block may use the names
-  an earlier one made. The page's program is bounded by ``PAGE_TIMEOUT`` seconds and must exit 0.
+  an earlier one made. The page's program is bounded by ``PAGE_TIMEOUT`` seconds, must exit 0 and must not log a
+  traceback (a handler's exception is logged, not raised: the program would exit 0 all the same).
 - A program that needs NATS starts its own ``EmbeddedServer`` (``jetstream_sync.testing``), as the guides' opening
   programs do: what a reader runs and what this test runs are the same text, and no port is shared between pages.
 - A block that cannot run as it stands (a settings fragment, a Celery config, a Spark job that needs Java, a
@@ -149,6 +150,7 @@ def test_the_pages_snippets_run_as_they_stand(page: Path, tmp_path: Path) -> Non
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"{_run_ids(page)}: its snippets did not end within {PAGE_TIMEOUT}s (one hangs?): {exc.stderr!r}")
     assert result.returncode == 0, f"{_run_ids(page)}'s snippets failed:\n{result.stderr[-4000:]}"
+    assert "Traceback" not in result.stderr, f"{_run_ids(page)}'s snippets logged an error:\n{result.stderr[-4000:]}"
     position = 0
     for text in promised_output(page):
         found = result.stdout.find(text, position)
