@@ -40,7 +40,7 @@ GUIDES = [page for page in PAGES if page.parent.name in ("guides", "frameworks")
 
 _FENCE_OPEN = re.compile(r"^(?P<indent>\s*)```python\s*$")
 _MARK = re.compile(r"^\s*<!--\s*snippet:(?P<body>.*?)-->\s*$")
-_SKIP = re.compile(r"^\s*skip\s+\((?P<reason>.+)\)\s*$")
+_SKIP = re.compile(r"^\s*skip\s+\((?P<reason>.*\S.*)\)\s*$")
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,8 @@ class Block:
 
     @property
     def where(self) -> str:
-        return f"{self.page.relative_to(REPO_ROOT)}:{self.line}"
+        page = self.page.relative_to(REPO_ROOT) if self.page.is_relative_to(REPO_ROOT) else self.page.name
+        return f"{page}:{self.line}"
 
 
 def _mark_before(lines: list[str], fence: int) -> str | None:
@@ -96,8 +97,11 @@ def _marks_without_a_block(page: Path) -> list[int]:
     """Lines of ``page`` holding a snippet mark that is not right before a python block (a mark left behind)."""
     lines = page.read_text(encoding="utf-8").splitlines()
     stray = []
+    fenced = False  # inside a fenced block: a mark shown as an example there is text, not a mark
     for index, line in enumerate(lines):
-        if _MARK.match(line):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif _MARK.match(line) and not fenced:
             after = index + 1
             while after < len(lines) and not lines[after].strip():
                 after += 1
@@ -138,19 +142,28 @@ def program_of(page: Path) -> str:
     return "\n".join(parts)
 
 
-@pytest.mark.timeout(PAGE_TIMEOUT + 30)
-@pytest.mark.parametrize("page", RUN_PAGES, ids=_run_ids)
-def test_the_pages_snippets_run_as_they_stand(page: Path, tmp_path: Path) -> None:
+def run_program(page: Path, tmp_path: Path, timeout: float = PAGE_TIMEOUT) -> subprocess.CompletedProcess[str]:
+    """Run the page's program as a reader would: saved to a file of its own and run there by a fresh interpreter.
+    Fails the test when it does not end within ``timeout`` seconds (a snippet that hangs), exits other than 0 or
+    logs a traceback."""
+    name = _run_ids(page) if page.is_relative_to(REPO_ROOT) else page.name
     program = tmp_path / f"{page.stem.replace('-', '_')}_snippets.py"
     program.write_text(program_of(page), encoding="utf-8")
     try:
         result = subprocess.run(
-            [sys.executable, str(program)], capture_output=True, text=True, timeout=PAGE_TIMEOUT, cwd=tmp_path
+            [sys.executable, str(program)], capture_output=True, text=True, timeout=timeout, cwd=tmp_path
         )
     except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"{_run_ids(page)}: its snippets did not end within {PAGE_TIMEOUT}s (one hangs?): {exc.stderr!r}")
-    assert result.returncode == 0, f"{_run_ids(page)}'s snippets failed:\n{result.stderr[-4000:]}"
-    assert "Traceback" not in result.stderr, f"{_run_ids(page)}'s snippets logged an error:\n{result.stderr[-4000:]}"
+        pytest.fail(f"{name}: its snippets did not end within {timeout}s (one hangs?): {exc.stderr!r}")
+    assert result.returncode == 0, f"{name}'s snippets failed:\n{result.stderr[-4000:]}"
+    assert "Traceback" not in result.stderr, f"{name}'s snippets logged an error:\n{result.stderr[-4000:]}"
+    return result
+
+
+@pytest.mark.timeout(PAGE_TIMEOUT + 30)
+@pytest.mark.parametrize("page", RUN_PAGES, ids=_run_ids)
+def test_the_pages_snippets_run_as_they_stand(page: Path, tmp_path: Path) -> None:
+    result = run_program(page, tmp_path)
     position = 0
     for text in promised_output(page):
         found = result.stdout.find(text, position)
@@ -169,7 +182,8 @@ def test_skipped_snippets_say_why(block: Block) -> None:
 
 @pytest.mark.parametrize("page", PAGES, ids=_run_ids)
 def test_every_snippet_mark_sits_right_before_a_python_block(page: Path) -> None:
-    assert not _marks_without_a_block(page), f"{_run_ids(page)}: snippet marks before no python block, lines"
+    stray = _marks_without_a_block(page)
+    assert not stray, f"{_run_ids(page)}: snippet marks before no python block, on lines {stray}"
 
 
 @pytest.mark.parametrize("page", GUIDES, ids=_run_ids)
@@ -188,3 +202,79 @@ def test_every_guide_opens_with_a_program_that_runs(page: Path) -> None:
         assert page.name in (REPO_ROOT / runner.group(1)).read_text(encoding="utf-8"), (
             f"{first.where}: {runner.group(1)} does not read {page.name}, so it cannot run its opening program"
         )
+
+
+def _page(tmp_path: Path, text: str) -> Path:
+    page = tmp_path / "page.md"
+    page.write_text(textwrap.dedent(text), encoding="utf-8")
+    return page
+
+
+def test_a_pages_program_is_its_runnable_blocks_in_order_and_a_skip_keeps_its_reason(tmp_path: Path) -> None:
+    page = _page(
+        tmp_path,
+        """\
+        # A page
+
+        ```python
+        a = 1
+        ```
+
+        <!-- snippet: skip (a fragment (with parentheses); tested in tests/helpers.py) -->
+        ```python
+        never_run()
+        ```
+
+        - a list item:
+
+          ```python
+          print(a + 1)
+          ```
+        """,
+    )
+    blocks = blocks_of(page)
+    assert [(block.line, block.skip) for block in blocks] == [
+        (3, None),
+        (8, "a fragment (with parentheses); tested in tests/helpers.py"),
+        (14, None),
+    ]
+    assert [block.code for block in blocks if block.skip is None] == ["a = 1\n", "print(a + 1)\n"]
+
+
+@pytest.mark.parametrize(
+    "mark", ["<!-- snippet: skip -->", "<!-- snippet: skip ( ) -->", "<!-- snippet: run -->", "<!-- snippet: -->"]
+)
+def test_a_mark_without_a_reason_or_of_another_kind_is_refused(tmp_path: Path, mark: str) -> None:
+    page = _page(tmp_path, f"# A page\n\n{mark}\n```python\nx = 1\n```\n")
+    with pytest.raises(AssertionError, match="a snippet mark must read"):
+        blocks_of(page)
+
+
+def test_a_mark_before_no_python_block_is_found_and_one_shown_in_a_fence_is_not(tmp_path: Path) -> None:
+    page = _page(
+        tmp_path,
+        """\
+        # A page
+
+        <!-- snippet: skip (left behind) -->
+        Some text.
+
+        ```markdown
+        <!-- snippet: skip (an example of a mark) -->
+        ```
+        """,
+    )
+    assert _marks_without_a_block(page) == [3]
+
+
+def test_a_snippet_that_hangs_fails_within_the_timeout(tmp_path: Path) -> None:
+    page = _page(tmp_path, "# A page\n\n```python\nimport threading\n\nthreading.Event().wait()\n```\n")
+    with pytest.raises(pytest.fail.Exception, match=r"did not end within 1\.0s"):
+        run_program(page, tmp_path, timeout=1.0)
+
+
+def test_a_snippet_that_logs_a_traceback_fails(tmp_path: Path) -> None:
+    code = "import threading\n\nthread = threading.Thread(target=lambda: 1 / 0)\nthread.start()\nthread.join()\n"
+    page = _page(tmp_path, f"# A page\n\n```python\n{code}```\n")
+    with pytest.raises(AssertionError, match="logged an error"):
+        run_program(page, tmp_path)
