@@ -15,6 +15,7 @@ The convention (docs/guides/testing.md, "The snippets of these docs", says it fo
   reason, a mark of another kind, or a mark that is not right before a python block fails.
 - A runnable block followed by "It prints:" and a ```text block promises that output: the page's output must
   hold each such text, in the page's order.
+- A page in ``RUN_ELSEWHERE`` (the Recipes, each block a whole program) is run by its own test instead.
 - Every guide (docs/guides, docs/frameworks) opens with a program run here: its first python block comes before
   its first section and is not skipped, unless its skip names the test under tests/ that runs it.
 """
@@ -35,7 +36,15 @@ from tests.helpers import REPO_ROOT
 #: seconds one page's program may take (each starts an interpreter and usually an embedded nats-server)
 PAGE_TIMEOUT = 30.0
 
-PAGES = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").rglob("*.md"))]
+#: pages whose every block is a whole program that a test of their own runs, each on its own and checking its
+#: output: not run again here, and not held to the opening-program rule (a page of many programs, no one common
+#: case)
+RUN_ELSEWHERE = {
+    REPO_ROOT / "docs" / "guides" / "recipes.md": REPO_ROOT / "tests" / "server" / "test_recipes.py",
+}
+PAGES = [
+    page for page in [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").rglob("*.md"))] if page not in RUN_ELSEWHERE
+]
 GUIDES = [page for page in PAGES if page.parent.name in ("guides", "frameworks")]
 
 _FENCE_OPEN = re.compile(r"^(?P<indent>\s*)```python\s*$")
@@ -265,6 +274,11 @@ def test_a_mark_before_no_python_block_is_found_and_one_shown_in_a_fence_is_not(
         """,
     )
     assert _marks_without_a_block(page) == [3]
+
+
+@pytest.mark.parametrize("page", RUN_ELSEWHERE, ids=_run_ids)
+def test_a_page_run_elsewhere_is_read_by_its_test(page: Path) -> None:
+    assert page.name in RUN_ELSEWHERE[page].read_text(encoding="utf-8")
 
 
 def test_a_snippet_that_hangs_fails_within_the_timeout(tmp_path: Path) -> None:
