@@ -1,0 +1,294 @@
+"""Every ```python block of the documentation runs, so none can rot: README.md and docs/**/*.md.
+
+The convention (docs/guides/testing.md, "The snippets of these docs", says it for writers):
+
+- A page's python blocks run **in order, as one program**, in a fresh interpreter, saved to a file in a temporary
+  directory and run there, as a reader who pastes them one after the other would; a later block may use the names
+  an earlier one made. The page's program is bounded by ``PAGE_TIMEOUT`` seconds, must exit 0 and must not log a
+  traceback (a handler's exception is logged, not raised: the program would exit 0 all the same).
+- A program that needs NATS starts its own ``EmbeddedServer`` (``jetstream_sync.testing``), as the guides' opening
+  programs do: what a reader runs and what this test runs are the same text, and no port is shared between pages.
+- A block that cannot run as it stands (a settings fragment, a Celery config, a Spark job that needs Java, a
+  cluster, an API summary with your own names in it) is preceded by an HTML comment that says why and where it
+  is tested instead: ``<!-- snippet: skip (Django settings fragment; run by tests/server/integrations/django/...)
+  -->``. Each such block is reported as a pytest skip with its reason (``pytest -rs`` lists them); a mark without a
+  reason, a mark of another kind, or a mark that is not right before a python block fails.
+- A runnable block followed by "It prints:" and a ```text block promises that output: the page's output must
+  hold each such text, in the page's order.
+- A page in ``RUN_ELSEWHERE`` (the Recipes, each block a whole program) is run by its own test instead.
+- Every guide (docs/guides, docs/frameworks) opens with a program run here: its first python block comes before
+  its first section and is not skipped, unless its skip names the test under tests/ that runs it.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO_ROOT
+
+#: seconds one page's program may take (each starts an interpreter and usually an embedded nats-server)
+PAGE_TIMEOUT = 30.0
+
+#: pages whose every block is a whole program that a test of their own runs, each on its own and checking its
+#: output: not run again here, and not held to the opening-program rule (a page of many programs, no one common
+#: case)
+RUN_ELSEWHERE = {
+    REPO_ROOT / "docs" / "guides" / "recipes.md": REPO_ROOT / "tests" / "server" / "test_recipes.py",
+}
+PAGES = [
+    page for page in [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").rglob("*.md"))] if page not in RUN_ELSEWHERE
+]
+GUIDES = [page for page in PAGES if page.parent.name in ("guides", "frameworks")]
+
+_FENCE_OPEN = re.compile(r"^(?P<indent>\s*)```python\s*$")
+_MARK = re.compile(r"^\s*<!--\s*snippet:(?P<body>.*?)-->\s*$")
+_SKIP = re.compile(r"^\s*skip\s+\((?P<reason>.*\S.*)\)\s*$")
+
+
+@dataclass(frozen=True)
+class Block:
+    """One ```python block of a page: where it starts (1-based line of its fence), its code, its skip reason."""
+
+    page: Path
+    line: int
+    code: str
+    skip: str | None
+
+    @property
+    def where(self) -> str:
+        page = self.page.relative_to(REPO_ROOT) if self.page.is_relative_to(REPO_ROOT) else self.page.name
+        return f"{page}:{self.line}"
+
+
+def _mark_before(lines: list[str], fence: int) -> str | None:
+    """The text of the ``<!-- snippet: ... -->`` comment on the last non-blank line before ``fence``, if any."""
+    index = fence - 1
+    while index >= 0 and not lines[index].strip():
+        index -= 1
+    found = _MARK.match(lines[index]) if index >= 0 else None
+    return found.group("body") if found else None
+
+
+def blocks_of(page: Path) -> list[Block]:
+    """The python blocks of ``page`` in order, dedented (a block may sit in a list item); a malformed mark fails."""
+    lines = page.read_text(encoding="utf-8").splitlines()
+    found: list[Block] = []
+    index = 0
+    while index < len(lines):
+        opening = _FENCE_OPEN.match(lines[index])
+        if opening is None:
+            index += 1
+            continue
+        end = index + 1
+        while end < len(lines) and lines[end].strip() != "```":
+            end += 1
+        assert end < len(lines), f"{page}:{index + 1}: a python block that never closes"
+        body = _mark_before(lines, index)
+        skip = None
+        if body is not None:
+            skipped = _SKIP.match(body)
+            assert skipped, f"{page}:{index + 1}: a snippet mark must read 'skip (why; where it is tested)': {body!r}"
+            skip = skipped.group("reason").strip()
+        code = textwrap.dedent("\n".join(lines[index + 1 : end])) + "\n"
+        found.append(Block(page, index + 1, code, skip))
+        index = end + 1
+    return found
+
+
+def _marks_without_a_block(page: Path) -> list[int]:
+    """Lines of ``page`` holding a snippet mark that is not right before a python block (a mark left behind)."""
+    lines = page.read_text(encoding="utf-8").splitlines()
+    stray = []
+    fenced = False  # inside a fenced block: a mark shown as an example there is text, not a mark
+    for index, line in enumerate(lines):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif _MARK.match(line) and not fenced:
+            after = index + 1
+            while after < len(lines) and not lines[after].strip():
+                after += 1
+            if after == len(lines) or not _FENCE_OPEN.match(lines[after]):
+                stray.append(index + 1)
+    return stray
+
+
+def _run_ids(page: Path) -> str:
+    return str(page.relative_to(REPO_ROOT))
+
+
+RUN_PAGES = [page for page in PAGES if any(block.skip is None for block in blocks_of(page))]
+SKIPPED = [block for page in PAGES for block in blocks_of(page) if block.skip is not None]
+
+
+_PRINTS = re.compile(r"^```\n\s*It prints:\n\n```text\n(?P<text>.*?)^```$", re.MULTILINE | re.DOTALL)
+
+
+def promised_output(page: Path) -> list[str]:
+    """What the page says its runnable blocks print: each "It prints:" text block right after a python block that
+    is not skipped, in order."""
+    lines = page.read_text(encoding="utf-8").splitlines(keepends=True)
+    promised = []
+    for block in blocks_of(page):
+        if block.skip is not None:
+            continue
+        close = block.line + block.code.count("\n")  # the index of the block's closing fence
+        found = _PRINTS.match("".join(lines[close:]))
+        if found:
+            promised.append(found.group("text"))
+    return promised
+
+
+def program_of(page: Path) -> str:
+    """The page's program: its runnable blocks in order, each headed by a comment naming its line."""
+    parts = [f"# {block.where}\n{block.code}" for block in blocks_of(page) if block.skip is None]
+    return "\n".join(parts)
+
+
+def run_program(page: Path, tmp_path: Path, timeout: float = PAGE_TIMEOUT) -> subprocess.CompletedProcess[str]:
+    """Run the page's program as a reader would: saved to a file of its own and run there by a fresh interpreter.
+    Fails the test when it does not end within ``timeout`` seconds (a snippet that hangs), exits other than 0 or
+    logs a traceback."""
+    name = _run_ids(page) if page.is_relative_to(REPO_ROOT) else page.name
+    program = tmp_path / f"{page.stem.replace('-', '_')}_snippets.py"
+    program.write_text(program_of(page), encoding="utf-8")
+    try:
+        result = subprocess.run(
+            [sys.executable, str(program)], capture_output=True, text=True, timeout=timeout, cwd=tmp_path
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"{name}: its snippets did not end within {timeout}s (one hangs?): {exc.stderr!r}")
+    assert result.returncode == 0, f"{name}'s snippets failed:\n{result.stderr[-4000:]}"
+    assert "Traceback" not in result.stderr, f"{name}'s snippets logged an error:\n{result.stderr[-4000:]}"
+    return result
+
+
+@pytest.mark.timeout(PAGE_TIMEOUT + 30)
+@pytest.mark.parametrize("page", RUN_PAGES, ids=_run_ids)
+def test_the_pages_snippets_run_as_they_stand(page: Path, tmp_path: Path) -> None:
+    result = run_program(page, tmp_path)
+    position = 0
+    for text in promised_output(page):
+        found = result.stdout.find(text, position)
+        assert found >= 0, f"{_run_ids(page)} says its snippets print\n{text}\nthey printed\n{result.stdout}"
+        position = found + len(text)
+
+
+@pytest.mark.parametrize("block", SKIPPED, ids=lambda block: block.where)
+def test_skipped_snippets_say_why(block: Block) -> None:
+    """Each block that does not run is listed (``pytest -rs``) with its reason, so the count is in every run."""
+    assert block.skip is not None
+    for named in re.findall(r"tests/[\w/.-]*\w", block.skip):
+        assert (REPO_ROOT / named).exists(), f"{block.where}: its skip names {named}, which does not exist"
+    pytest.skip(f"{block.where}: {block.skip}")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_run_ids)
+def test_every_snippet_mark_sits_right_before_a_python_block(page: Path) -> None:
+    stray = _marks_without_a_block(page)
+    assert not stray, f"{_run_ids(page)}: snippet marks before no python block, on lines {stray}"
+
+
+@pytest.mark.parametrize("page", GUIDES, ids=_run_ids)
+def test_every_guide_opens_with_a_program_that_runs(page: Path) -> None:
+    """The common case first: the guide's first python block comes before its first section (``## ``), and it is
+    run by this module or its skip names the test under tests/ that runs it."""
+    text = page.read_text(encoding="utf-8")
+    blocks = blocks_of(page)
+    assert blocks, f"{_run_ids(page)} has no python block: open it with a program of the common case"
+    first = blocks[0]
+    first_section = next((n for n, line in enumerate(text.splitlines(), 1) if line.startswith("## ")), None)
+    assert first_section is None or first.line < first_section, f"{first.where}: the opening program comes late"
+    if first.skip is not None:
+        runner = re.search(r"run by (tests/[\w/.-]*\w)", first.skip)
+        assert runner, f"{first.where}: the opening program does not run (nor names the test that runs it)"
+        assert page.name in (REPO_ROOT / runner.group(1)).read_text(encoding="utf-8"), (
+            f"{first.where}: {runner.group(1)} does not read {page.name}, so it cannot run its opening program"
+        )
+
+
+def _page(tmp_path: Path, text: str) -> Path:
+    page = tmp_path / "page.md"
+    page.write_text(textwrap.dedent(text), encoding="utf-8")
+    return page
+
+
+def test_a_pages_program_is_its_runnable_blocks_in_order_and_a_skip_keeps_its_reason(tmp_path: Path) -> None:
+    page = _page(
+        tmp_path,
+        """\
+        # A page
+
+        ```python
+        a = 1
+        ```
+
+        <!-- snippet: skip (a fragment (with parentheses); tested in tests/helpers.py) -->
+        ```python
+        never_run()
+        ```
+
+        - a list item:
+
+          ```python
+          print(a + 1)
+          ```
+        """,
+    )
+    blocks = blocks_of(page)
+    assert [(block.line, block.skip) for block in blocks] == [
+        (3, None),
+        (8, "a fragment (with parentheses); tested in tests/helpers.py"),
+        (14, None),
+    ]
+    assert [block.code for block in blocks if block.skip is None] == ["a = 1\n", "print(a + 1)\n"]
+
+
+@pytest.mark.parametrize(
+    "mark", ["<!-- snippet: skip -->", "<!-- snippet: skip ( ) -->", "<!-- snippet: run -->", "<!-- snippet: -->"]
+)
+def test_a_mark_without_a_reason_or_of_another_kind_is_refused(tmp_path: Path, mark: str) -> None:
+    page = _page(tmp_path, f"# A page\n\n{mark}\n```python\nx = 1\n```\n")
+    with pytest.raises(AssertionError, match="a snippet mark must read"):
+        blocks_of(page)
+
+
+def test_a_mark_before_no_python_block_is_found_and_one_shown_in_a_fence_is_not(tmp_path: Path) -> None:
+    page = _page(
+        tmp_path,
+        """\
+        # A page
+
+        <!-- snippet: skip (left behind) -->
+        Some text.
+
+        ```markdown
+        <!-- snippet: skip (an example of a mark) -->
+        ```
+        """,
+    )
+    assert _marks_without_a_block(page) == [3]
+
+
+@pytest.mark.parametrize("page", RUN_ELSEWHERE, ids=_run_ids)
+def test_a_page_run_elsewhere_is_read_by_its_test(page: Path) -> None:
+    assert page.name in RUN_ELSEWHERE[page].read_text(encoding="utf-8")
+
+
+def test_a_snippet_that_hangs_fails_within_the_timeout(tmp_path: Path) -> None:
+    page = _page(tmp_path, "# A page\n\n```python\nimport threading\n\nthreading.Event().wait()\n```\n")
+    with pytest.raises(pytest.fail.Exception, match=r"did not end within 1\.0s"):
+        run_program(page, tmp_path, timeout=1.0)
+
+
+def test_a_snippet_that_logs_a_traceback_fails(tmp_path: Path) -> None:
+    code = "import threading\n\nthread = threading.Thread(target=lambda: 1 / 0)\nthread.start()\nthread.join()\n"
+    page = _page(tmp_path, f"# A page\n\n```python\n{code}```\n")
+    with pytest.raises(AssertionError, match="logged an error"):
+        run_program(page, tmp_path)
