@@ -22,6 +22,8 @@ The convention (docs/guides/testing.md, "The snippets of these docs", says it fo
 
 from __future__ import annotations
 
+import ast
+import importlib
 import re
 import subprocess
 import sys
@@ -31,6 +33,7 @@ from pathlib import Path
 
 import pytest
 
+import jetstream_sync
 from tests.helpers import REPO_ROOT
 
 #: seconds one page's program may take (each starts an interpreter and usually an embedded nats-server)
@@ -186,7 +189,29 @@ def test_skipped_snippets_say_why(block: Block) -> None:
     assert block.skip is not None
     for named in re.findall(r"tests/[\w/.-]*\w", block.skip):
         assert (REPO_ROOT / named).exists(), f"{block.where}: its skip names {named}, which does not exist"
+    check_what_a_fragment_names(block)
     pytest.skip(f"{block.where}: {block.skip}")
+
+
+def check_what_a_fragment_names(block: Block) -> None:
+    """A block that does not run still cannot rot silently: it must parse, every ``jetstream_sync`` import it makes
+    must import, and every ``jetstream_sync.<name>`` it uses must exist (a renamed API fails here)."""
+    try:
+        tree = ast.parse(block.code, filename=block.where)
+    except SyntaxError as exc:
+        pytest.fail(f"{block.where}: the snippet does not parse: {exc}")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "jetstream_sync":
+            module = importlib.import_module(node.module or "")
+            for alias in node.names:
+                if alias.name != "*" and not hasattr(module, alias.name):
+                    importlib.import_module(f"{node.module}.{alias.name}")  # a submodule, or ImportError here
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "jetstream_sync":
+                    importlib.import_module(alias.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "jetstream_sync":
+            assert hasattr(jetstream_sync, node.attr), f"{block.where}: jetstream_sync.{node.attr} does not exist"
 
 
 @pytest.mark.parametrize("page", PAGES, ids=_run_ids)
@@ -292,3 +317,19 @@ def test_a_snippet_that_logs_a_traceback_fails(tmp_path: Path) -> None:
     page = _page(tmp_path, f"# A page\n\n```python\n{code}```\n")
     with pytest.raises(AssertionError, match="logged an error"):
         run_program(page, tmp_path)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "from jetstream_sync import NoSuchName\n",
+        "import jetstream_sync\njetstream_sync.no_such_call()\n",
+        "js.publish(\n",
+    ],
+    ids=["renamed-import", "renamed-attribute", "syntax"],
+)
+def test_a_skipped_fragment_that_names_what_does_not_exist_fails(tmp_path: Path, code: str) -> None:
+    page = _page(tmp_path, f"# Page\n\n<!-- snippet: skip (a fragment) -->\n```python\n{code}```\n")
+    (block,) = blocks_of(page)
+    with pytest.raises((ImportError, AssertionError, pytest.fail.Exception)):
+        check_what_a_fragment_names(block)
