@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-
 from . import errors
 from ._runtime import RawReply, Runtime
 from .client import Client, connect
@@ -112,7 +110,10 @@ from .options import (
 )
 from .subscription import Subscription
 
-logging.getLogger("jetstream_sync").addHandler(logging.NullHandler())
+# No NullHandler on purpose: in a program that configured no logging, Python's last-resort handler prints our
+# WARNINGs and ERRORs to stderr (a consume handler that raises on every message, a connection lost), which a
+# NullHandler would swallow. A program that configures logging (basicConfig, Django's LOGGING, dictConfig)
+# decides for itself, as always. See the troubleshooting guide, "Logs".
 
 __version__ = "0.1.0"
 

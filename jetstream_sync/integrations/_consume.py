@@ -21,6 +21,7 @@ from types import FrameType
 
 from .. import errors
 from ..jetstream.consumers import ConsumeOptions, Consumer
+from ..jetstream.consumers._reads import raised_by_user_code
 from ..message import Msg
 
 __all__ = ["CommandFailed", "run_until_signalled", "settling"]
@@ -105,7 +106,9 @@ def run_until_signalled(
     client = consumer.jetstream.client
     options = ConsumeOptions() if max_messages is None else ConsumeOptions(max_messages=max_messages)
     if error_handler is None:
-        error_handler = lambda exc: log.warning("consume %s: %s", label, exc)  # noqa: E731
+        error_handler = lambda exc: log.warning(  # noqa: E731
+            "consume %s: %s", label, exc, exc_info=raised_by_user_code(exc)
+        )
     signals: list[int] = []
     signalled = threading.Event()
 

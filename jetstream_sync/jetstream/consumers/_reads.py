@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from ..context import JetStream
     from .push import PushOptions
 
-__all__ = ["FetchCalls", "PushReads", "ServerConsumerHandle", "check_callable", "reporter"]
+__all__ = ["FetchCalls", "PushReads", "ServerConsumerHandle", "check_callable", "raised_by_user_code", "reporter"]
 
 log = logging.getLogger("jetstream_sync")
 
@@ -41,8 +41,15 @@ log = logging.getLogger("jetstream_sync")
 def reporter(label: str, handler: ErrorHandler | None, runtime: Runtime) -> Callable[[BaseException], None]:
     """Where a consume's asynchronous errors go: the user's handler on the client's callbacks thread, or the log."""
     if handler is None:
-        return lambda exc: log.warning("consume %s: %s", label, exc)
+        return lambda exc: log.warning("consume %s: %s", label, exc, exc_info=raised_by_user_code(exc))
     return lambda exc: runtime.run_callback(handler, exc)
+
+
+def raised_by_user_code(exc: BaseException) -> BaseException | None:
+    """``exc`` when a log record of it should carry its traceback: it was raised (it has one) and is not one of
+    this package's errors, so it came from user code (a handler), where the failing line is the news; None for
+    the library's own statuses and warnings, which one line says in full."""
+    return exc if exc.__traceback__ is not None and not isinstance(exc, errors.JetStreamError) else None
 
 
 class ServerConsumerHandle(ProcessLocal):

@@ -24,6 +24,7 @@ from .... import errors
 from ....jetstream import JetStream
 from ....jetstream.consumers import ConsumeOptions, Consumer
 from ....jetstream.consumers._progress import progress_keeper
+from ....jetstream.consumers._reads import raised_by_user_code
 from ....jetstream.consumers.delivery import ConsumeContext, ConsumeStats, ErrorHandler
 from ....message import Msg
 from ....models import AckPolicy, ConsumerConfig, DeliverPolicy
@@ -191,7 +192,9 @@ class TaskWorker:
         )
         report: Callable[[BaseException], object]
         if error_handler is None:
-            report = lambda exc: log.warning("tasks worker %s: %s", self.name, exc)  # noqa: E731
+            report = lambda exc: log.warning(  # noqa: E731
+                "tasks worker %s: %s", self.name, exc, exc_info=raised_by_user_code(exc)
+            )
         else:
             report = error_handler
         source = BandedPull(
