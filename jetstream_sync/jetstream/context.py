@@ -480,6 +480,7 @@ class JetStream(KeyValueManager, ObjectStoreManager, ProcessLocal):
             pass
         # Out of quick tries. A stream that captures the subject but does not answer is electing a leader (a
         # cluster) or restarting: keep trying within the timeout. No such stream: say so now.
+        api_silent: errors.JetStreamNotEnabledError | None = None
         try:
             left = max(0.05, deadline - time.monotonic())
             names = self.api.request("STREAM.NAMES", {"subject": subject}, timeout=left).get("streams") or []
@@ -495,11 +496,20 @@ class JetStream(KeyValueManager, ObjectStoreManager, ProcessLocal):
                 f"no stream answered a publish to {subject!r}: no stream captures this subject; create a stream "
                 "whose subjects match it"
             ) from None
+        except errors.JetStreamNotEnabledError as exc:
+            api_silent = exc  # no JetStream here, or a server still starting it: try on, and say which at the end
         except errors.JetStreamError:
             pass  # the JetStream API does not answer either (its meta leader is being elected): try on
         delay = 0.25
         while True:
             if time.monotonic() + delay >= deadline:
+                if api_silent is not None:
+                    raise errors.JetStreamNotEnabledError(
+                        503,
+                        0,
+                        f"no stream answered a publish to {subject!r}, and the JetStream API did not answer either: "
+                        "JetStream is not enabled for this account or server",
+                    )
                 raise errors.NoRespondersError(
                     f"the stream for {subject!r} did not answer a publish in time (a leader election or restart "
                     "that outlasted the timeout); publish again, with a msg_id to be safe"
