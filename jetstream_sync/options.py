@@ -109,7 +109,7 @@ def _server_url(field: str, url: str) -> str:
     if sep:
         if scheme.lower() not in SERVER_SCHEMES:
             raise errors.InvalidServerURLError(field, shown, scheme, f"has the scheme {scheme!r}")
-        return url
+        return f"{scheme.lower()}://{_rest}"  # nats-py knows the schemes in lower case only ("NATS://" was a DNS error)
     try:
         parsed = urllib.parse.urlsplit(f"nats://{url}")
         valid = bool(parsed.hostname) and not (parsed.path or parsed.query or parsed.fragment)

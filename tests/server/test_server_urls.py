@@ -76,3 +76,9 @@ def test_sparks_servers_option_is_read_by_the_same_parser():
     assert options.connection.servers == ("nats://a:4222", "nats://b:4222")
     with pytest.raises(errors.InvalidServerURLError, match="'http://b:4222' has the scheme 'http'"):
         parse_read_options({"servers": "nats://a:4222,http://b:4222", "stream": "S"}, streaming=False)
+
+
+def test_a_scheme_in_capitals_connects(nats_server):
+    """nats-py knows the schemes in lower case only: before, ``NATS://host:port`` failed as a DNS error."""
+    with jetstream_sync.connect(nats_server.url.replace("nats://", "NATS://")) as nc:
+        assert nc.is_connected

@@ -112,8 +112,8 @@ def test_defaults_and_none_as_not_set():
         (URL, (URL,)),
         (f" {URL} , nats://127.0.0.2:4222 ", (URL, "nats://127.0.0.2:4222")),
         ((URL,), (URL,)),
-        (["127.0.0.1:4222", "nats://h:4222", "TLS://h:4443"], ("127.0.0.1:4222", "nats://h:4222", "TLS://h:4443")),
-        (["ws://h:80", "WSS://h:443"], ("ws://h:80", "WSS://h:443")),  # websockets: all of them or none
+        (["127.0.0.1:4222", "nats://h:4222", "TLS://h:4443"], ("127.0.0.1:4222", "nats://h:4222", "tls://h:4443")),
+        (["ws://h:80", "WSS://h:443"], ("ws://h:80", "wss://h:443")),  # websockets: all of them or none
     ],
 )
 def test_servers_as_a_string_a_comma_list_or_a_list(servers, expected):
