@@ -13,6 +13,12 @@ The convention (docs/guides/testing.md, "The snippets of these docs", says it fo
   is tested instead: ``<!-- snippet: skip (Django settings fragment; run by tests/server/integrations/django/...)
   -->``. Each such block is reported as a pytest skip with its reason (``pytest -rs`` lists them); a mark without a
   reason, a mark of another kind, or a mark that is not right before a python block fails.
+- A short fragment "on your js" that a reader reads in context is preceded by ``<!-- snippet: given (js, stream)
+  -->``: it runs on its own, as one program, after ``GIVEN_PREAMBLE`` (an ``EmbeddedServer`` with JetStream in a
+  temporary directory, ``nc``, ``js``) and the lines that make the ``GIVENS`` it names (``stream``: ORDERS on
+  ``orders.>``; ``kv``: the bucket ``flags``; ``handler``; ``on_error``), closing both after it; it is bounded,
+  must exit 0 and log no traceback as a page's program, and is reported as a test of its own. An unknown given is
+  refused.
 - A runnable block followed by "It prints:" and a ```text block promises that output: the page's output must
   hold each such text, in the page's order.
 - A page in ``RUN_ELSEWHERE`` (the Recipes, each block a whole program) is run by its own test instead.
@@ -53,6 +59,29 @@ GUIDES = [page for page in PAGES if page.parent.name in ("guides", "frameworks")
 _FENCE_OPEN = re.compile(r"^(?P<indent>\s*)```python\s*$")
 _MARK = re.compile(r"^\s*<!--\s*snippet:(?P<body>.*?)-->\s*$")
 _SKIP = re.compile(r"^\s*skip\s+\((?P<reason>.*\S.*)\)\s*$")
+_GIVEN = re.compile(r"^\s*given\s+\((?P<names>[\w\s,]*\w)\s*\)\s*$")
+
+#: what a ``<!-- snippet: given (...) -->`` block may take as given, each made by the lines here before the block
+#: runs (``nc`` and ``js`` always are); docs/guides/testing.md, "The snippets of these docs", lists them for writers
+GIVENS = {
+    "nc": "",
+    "js": "",
+    "stream": 'stream = js.create_stream(StreamConfig(name="ORDERS", subjects=["orders.>"]))\n',
+    "kv": 'kv = js.create_key_value(KeyValueConfig(bucket="flags", history=5))\n',
+    "handler": "def handler(msg):\n    msg.ack()\n",
+    "on_error": "def on_error(error):\n    print('on_error:', repr(error))\n",
+}
+#: the lines every given block runs after: an embedded server with JetStream in a temporary directory, ``nc``, ``js``
+GIVEN_PREAMBLE = """\
+import jetstream_sync
+from jetstream_sync import KeyValueConfig, StreamConfig
+from jetstream_sync.testing import EmbeddedServer
+
+server = EmbeddedServer()
+server.start()
+nc = jetstream_sync.connect(server.url)
+js = nc.jetstream()
+"""
 
 
 @dataclass(frozen=True)
@@ -63,6 +92,12 @@ class Block:
     line: int
     code: str
     skip: str | None
+    given: tuple[str, ...] | None = None
+
+    @property
+    def in_the_pages_program(self) -> bool:
+        """Neither skipped nor run on its own after givens."""
+        return self.skip is None and self.given is None
 
     @property
     def where(self) -> str:
@@ -95,12 +130,21 @@ def blocks_of(page: Path) -> list[Block]:
         assert end < len(lines), f"{page}:{index + 1}: a python block that never closes"
         body = _mark_before(lines, index)
         skip = None
+        given = None
         if body is not None:
-            skipped = _SKIP.match(body)
-            assert skipped, f"{page}:{index + 1}: a snippet mark must read 'skip (why; where it is tested)': {body!r}"
-            skip = skipped.group("reason").strip()
+            skipped, givens = _SKIP.match(body), _GIVEN.match(body)
+            assert skipped or givens, (
+                f"{page}:{index + 1}: a snippet mark must read 'skip (why; where it is tested)' "
+                f"or 'given (js, stream, ...)': {body!r}"
+            )
+            if skipped:
+                skip = skipped.group("reason").strip()
+            else:
+                given = tuple(name.strip() for name in givens.group("names").split(","))  # type: ignore[union-attr]
+                unknown = [name for name in given if name not in GIVENS]
+                assert not unknown, f"{page}:{index + 1}: no such given {unknown}; the givens are {sorted(GIVENS)}"
         code = textwrap.dedent("\n".join(lines[index + 1 : end])) + "\n"
-        found.append(Block(page, index + 1, code, skip))
+        found.append(Block(page, index + 1, code, skip, given))
         index = end + 1
     return found
 
@@ -126,11 +170,22 @@ def _run_ids(page: Path) -> str:
     return str(page.relative_to(REPO_ROOT))
 
 
-RUN_PAGES = [page for page in PAGES if any(block.skip is None for block in blocks_of(page))]
+RUN_PAGES = [page for page in PAGES if any(block.in_the_pages_program for block in blocks_of(page))]
 SKIPPED = [block for page in PAGES for block in blocks_of(page) if block.skip is not None]
 
 
 _PRINTS = re.compile(r"^```\n\s*It prints:\n\n```text\n(?P<text>.*?)^```$", re.MULTILINE | re.DOTALL)
+
+
+GIVEN_BLOCKS = [block for page in PAGES for block in blocks_of(page) if block.given is not None]
+
+
+def given_program_of(block: Block) -> str:
+    """A given block's program: the preamble, the givens it names, then the block, everything closed after it."""
+    assert block.given is not None
+    made = "".join(GIVENS[name] for name in GIVENS if name in block.given)
+    body = textwrap.indent(f"# {block.where}\n{block.code}", "    ")
+    return f"{GIVEN_PREAMBLE}try:\n{textwrap.indent(made, '    ')}{body}finally:\n    nc.close()\n    server.stop()\n"
 
 
 def promised_output(page: Path) -> list[str]:
@@ -139,7 +194,7 @@ def promised_output(page: Path) -> list[str]:
     lines = page.read_text(encoding="utf-8").splitlines(keepends=True)
     promised = []
     for block in blocks_of(page):
-        if block.skip is not None:
+        if not block.in_the_pages_program:
             continue
         close = block.line + block.code.count("\n")  # the index of the block's closing fence
         found = _PRINTS.match("".join(lines[close:]))
@@ -150,17 +205,21 @@ def promised_output(page: Path) -> list[str]:
 
 def program_of(page: Path) -> str:
     """The page's program: its runnable blocks in order, each headed by a comment naming its line."""
-    parts = [f"# {block.where}\n{block.code}" for block in blocks_of(page) if block.skip is None]
+    parts = [f"# {block.where}\n{block.code}" for block in blocks_of(page) if block.in_the_pages_program]
     return "\n".join(parts)
 
 
-def run_program(page: Path, tmp_path: Path, timeout: float = PAGE_TIMEOUT) -> subprocess.CompletedProcess[str]:
-    """Run the page's program as a reader would: saved to a file of its own and run there by a fresh interpreter.
-    Fails the test when it does not end within ``timeout`` seconds (a snippet that hangs), exits other than 0 or
-    logs a traceback."""
+def run_program(
+    page: Path, tmp_path: Path, timeout: float = PAGE_TIMEOUT, *, block: Block | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the page's program (or one given ``block``'s) as a reader would: saved to a file of its own and run
+    there by a fresh interpreter. Fails the test when it does not end within ``timeout`` seconds (a snippet that
+    hangs), exits other than 0 or logs a traceback."""
     name = _run_ids(page) if page.is_relative_to(REPO_ROOT) else page.name
+    if block is not None:
+        name = block.where
     program = tmp_path / f"{page.stem.replace('-', '_')}_snippets.py"
-    program.write_text(program_of(page), encoding="utf-8")
+    program.write_text(program_of(page) if block is None else given_program_of(block), encoding="utf-8")
     try:
         result = subprocess.run(
             [sys.executable, str(program)], capture_output=True, text=True, timeout=timeout, cwd=tmp_path
@@ -181,6 +240,13 @@ def test_the_pages_snippets_run_as_they_stand(page: Path, tmp_path: Path) -> Non
         found = result.stdout.find(text, position)
         assert found >= 0, f"{_run_ids(page)} says its snippets print\n{text}\nthey printed\n{result.stdout}"
         position = found + len(text)
+
+
+@pytest.mark.timeout(PAGE_TIMEOUT + 30)
+@pytest.mark.parametrize("block", GIVEN_BLOCKS, ids=lambda block: block.where)
+def test_each_given_block_runs_after_its_givens(block: Block, tmp_path: Path) -> None:
+    """A short fragment "on your js" stays short for its reader and still runs: after the givens it names."""
+    run_program(block.page, tmp_path, block=block)
 
 
 @pytest.mark.parametrize("block", SKIPPED, ids=lambda block: block.where)
@@ -230,6 +296,7 @@ def test_every_guide_opens_with_a_program_that_runs(page: Path) -> None:
     first = blocks[0]
     first_section = next((n for n, line in enumerate(text.splitlines(), 1) if line.startswith("## ")), None)
     assert first_section is None or first.line < first_section, f"{first.where}: the opening program comes late"
+    assert first.given is None, f"{first.where}: the opening program must stand alone, without givens"
     if first.skip is not None:
         runner = re.search(r"run by (tests/[\w/.-]*\w)", first.skip)
         assert runner, f"{first.where}: the opening program does not run (nor names the test that runs it)"
@@ -333,3 +400,34 @@ def test_a_skipped_fragment_that_names_what_does_not_exist_fails(tmp_path: Path,
     (block,) = blocks_of(page)
     with pytest.raises((ImportError, AssertionError, pytest.fail.Exception)):
         check_what_a_fragment_names(block)
+
+
+def test_a_given_block_runs_alone_after_its_givens_and_a_failing_one_is_caught(tmp_path: Path) -> None:
+    page = _page(
+        tmp_path,
+        """\
+        # A page
+
+        <!-- snippet: given (stream, kv) -->
+        ```python
+        print(js.publish("orders.new", b"x").stream, kv.put("k", b"v"))
+        ```
+
+        <!-- snippet: given (js) -->
+        ```python
+        js.stream_info("NO_SUCH_STREAM")
+        ```
+        """,
+    )
+    works, fails = blocks_of(page)
+    assert (works.given, fails.given) == (("stream", "kv"), ("js",))
+    assert program_of(page) == ""
+    assert run_program(page, tmp_path, block=works).stdout == "ORDERS 1\n"
+    with pytest.raises(AssertionError, match=r"page\.md:9's snippets failed"):
+        run_program(page, tmp_path, block=fails)
+
+
+def test_an_unknown_given_is_refused(tmp_path: Path) -> None:
+    page = _page(tmp_path, "# A page\n\n<!-- snippet: given (js, orders) -->\n```python\nx = 1\n```\n")
+    with pytest.raises(AssertionError, match=r"no such given \['orders'\]"):
+        blocks_of(page)
