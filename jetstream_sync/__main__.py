@@ -197,8 +197,13 @@ def _serve(port: int, store_dir: str | None, out: TextIO, err: TextIO) -> int:
     from .testing._server import _port_in_use
 
     previous = None
+    previous_int = None
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, _raise_stop)
+        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+            # started by something that ignores SIGINT (a background job of a script): Python then raises no
+            # KeyboardInterrupt, while nats-server still stops on Ctrl-C; this command is stopped by Ctrl-C
+            previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         server = EmbeddedServer(port=port, store_dir=Path(store_dir).resolve() if store_dir else None)
         try:
@@ -219,6 +224,8 @@ def _serve(port: int, store_dir: str | None, out: TextIO, err: TextIO) -> int:
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+        if previous_int is not None:
+            signal.signal(signal.SIGINT, previous_int)
 
 
 def _run_until_stopped(server: EmbeddedServer, info: dict[str, object], *, kept: bool, out: TextIO, err: TextIO) -> int:
