@@ -41,8 +41,15 @@ def png_size(path: Path) -> tuple[int, int]:
     return width, height
 
 
+needs_docs_extra = pytest.mark.skipif(
+    importlib.util.find_spec("mkdocstrings") is None or importlib.util.find_spec("material") is None,
+    reason="the docs extra is not installed (pip install -e '.[docs]')",
+)
+
+
 @pytest.mark.slow
 @needs_chromium
+@needs_docs_extra
 @pytest.mark.timeout(600)
 def test_the_script_photographs_every_page(tmp_path):
     out = tmp_path / "shots"

@@ -70,6 +70,8 @@ def test_the_flask_setting_refuses_the_same_urls_with_the_same_error(nats_server
 
 
 def test_sparks_servers_option_is_read_by_the_same_parser():
+    pytest.importorskip("pyspark", reason="the spark extra is not installed")
+    pytest.importorskip("pyarrow", reason="the spark extra is not installed")
     from jetstream_sync.integrations.spark.options import parse_read_options
 
     options = parse_read_options({"servers": "nats://a:4222, nats://b:4222", "stream": "S"}, streaming=False)
