@@ -131,7 +131,7 @@ class MessageBuffer(Generic[T]):
             try:
                 return items.popleft()
             except IndexError:
-                pass
+                pass  # another reader or an abort took the last item meanwhile: wait under the lock below
         deadline = self._deadline(timeout)
         with self._cond:
             self._await_items(timeout, deadline)

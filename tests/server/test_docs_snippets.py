@@ -396,18 +396,20 @@ def test_a_snippet_that_logs_a_traceback_fails(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "code",
+    ("code", "raised", "says"),
     [
-        "from jetstream_sync import NoSuchName\n",
-        "import jetstream_sync\njetstream_sync.no_such_call()\n",
-        "js.publish(\n",
+        ("from jetstream_sync import NoSuchName\n", ModuleNotFoundError, "jetstream_sync.NoSuchName"),
+        ("import jetstream_sync\njetstream_sync.no_such_call()\n", AssertionError, "jetstream_sync.no_such_call"),
+        ("js.publish(\n", pytest.fail.Exception, "does not parse"),
     ],
     ids=["renamed-import", "renamed-attribute", "syntax"],
 )
-def test_a_skipped_fragment_that_names_what_does_not_exist_fails(tmp_path: Path, code: str) -> None:
+def test_a_skipped_fragment_that_names_what_does_not_exist_fails(
+    tmp_path: Path, code: str, raised: type[BaseException], says: str
+) -> None:
     page = _page(tmp_path, f"# Page\n\n<!-- snippet: skip (a fragment) -->\n```python\n{code}```\n")
     (block,) = blocks_of(page)
-    with pytest.raises((ImportError, AssertionError, pytest.fail.Exception)):
+    with pytest.raises(raised, match=re.escape(says)):
         check_what_a_fragment_names(block)
 
 

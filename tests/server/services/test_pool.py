@@ -267,9 +267,9 @@ def test_replies_do_not_wait_for_a_handler_known_to_be_slow(client, started, nam
     assert replies.take(1)[2].data == b"done 2"
 
 
-def test_replies_held_behind_an_unexpectedly_slow_handler_go_out_with_the_next_request(client, started, name):
-    # a handler of a quick endpoint that stalls holds the replies its worker made before it; the IO thread
-    # writes them as soon as it takes in the next request
+def stall_after_a_quick_reply(client, started, name) -> tuple[Replies, Gate]:
+    """One worker runs request 0 (held at a gate), then quick 1 and quick 2 from one burst; quick 2 stalls at
+    ``stall`` (returned, shut) after quick 1's reply and request 0's were queued without being written."""
     hold, stall = Gate(), Gate()
 
     def quick(request: Request) -> bytes:
@@ -288,6 +288,13 @@ def test_replies_held_behind_an_unexpectedly_slow_handler_go_out_with_the_next_r
     wait_until(lambda: queued(instance, "quick") == 2)
     hold.open.set()
     wait_until(lambda: stall.inside == 1)
+    return replies, stall
+
+
+def test_replies_held_behind_an_unexpectedly_slow_handler_go_out_with_the_next_request(client, started, name):
+    # a handler of a quick endpoint that stalls holds the replies its worker made before it; the IO thread
+    # writes them as soon as it takes in the next request
+    replies, stall = stall_after_a_quick_reply(client, started, name)
     replies.send("quick", 3)
     got = replies.take(2)
     assert stall.inside == 1
@@ -302,24 +309,7 @@ def test_replies_held_behind_an_unexpectedly_slow_handler_go_out_within_a_tick_w
 ):
     # as above, but nothing comes in after the stall: the watchdog's tick writes the held replies (before, they
     # waited for the stalled handler, here 10 s, longer than most callers' timeouts)
-    hold, stall = Gate(), Gate()
-
-    def quick(request: Request) -> bytes:
-        return stall(request) if request.data == b"2" else b"quick " + request.data
-
-    service = Service(name, "1.0.0", workers=1)
-    service.add_endpoint("hold", hold)
-    service.add_endpoint("quick", quick)
-    instance = service.start(client)
-    started.append(instance)
-    replies = Replies(client)
-    replies.send("hold", 0)
-    wait_until(lambda: hold.inside == 1)
-    replies.send("quick", 1)
-    replies.send("quick", 2)
-    wait_until(lambda: queued(instance, "quick") == 2)
-    hold.open.set()
-    wait_until(lambda: stall.inside == 1)
+    replies, stall = stall_after_a_quick_reply(client, started, name)
     got = replies.take(2, timeout=2)
     assert stall.inside == 1
     assert (got[0].data, got[1].data) == (b"done 0", b"quick 1")
