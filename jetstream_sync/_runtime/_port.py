@@ -290,7 +290,11 @@ class Runtime(ProcessLocal):
             self._state.note(exc)
         callback = self.options.error_callback
         if callback is None:
-            log.warning("NATS error: %s", exc)
+            # An error raised by user code (a subscription's handler) carries its traceback: a person debugging it
+            # needs the line that failed, not only the message. Errors the client built (slow consumer, server
+            # -ERR) were never raised and have none.
+            raised = exc.__traceback__ is not None
+            log.warning("NATS error: %s", exc if not raised else repr(exc), exc_info=exc if raised else None)
             return
         self._callbacks.submit(callback, exc)
 

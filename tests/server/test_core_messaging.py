@@ -56,6 +56,25 @@ def test_a_handler_that_raises_is_reported_and_the_subscription_goes_on(client):
     sub.unsubscribe()
 
 
+def test_a_handler_that_raises_without_an_error_handler_is_logged_with_its_traceback(client, caplog):
+    # Without an error_handler nor an error_callback the WARNING is all a person gets: it must show the line of
+    # the handler that failed, not only the exception's message.
+    def handler(msg):
+        raise LookupError("no such order")
+
+    sub = client.subscribe("h.raise.logged", handler=handler)
+    with caplog.at_level("WARNING", logger="jetstream_sync"):
+        client.publish("h.raise.logged", b"x")
+        client.flush()
+        wait_until(lambda: any(r.exc_info for r in caplog.records))
+    (record,) = [r for r in caplog.records if r.exc_info]
+    assert record.exc_info[0] is LookupError
+    assert "LookupError('no such order')" in record.getMessage()
+    assert 'raise LookupError("no such order")' in caplog.text  # the traceback names the failing line
+    assert sub.is_active
+    sub.unsubscribe()
+
+
 def test_a_handler_that_raises_system_exit_ends_only_its_subscription(client):
     sub = client.subscribe("h.exit", handler=lambda m: (_ for _ in ()).throw(SystemExit(3)))
     client.publish("h.exit", b"x")
