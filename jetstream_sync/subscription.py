@@ -88,7 +88,7 @@ class Subscription(ProcessLocal):
         sub = cls(runtime, subject, queue, max_pending, max_pending_bytes)
         sub._max_msgs = max_msgs
         if handler is not None:
-            report: Callable[[BaseException], None] = runtime.report_error
+            report: Callable[[BaseException], None] = functools.partial(runtime.report_error, user_code=True)
             if error_handler is not None:
                 report = functools.partial(runtime.run_callback, error_handler)
             sub._dispatcher = Dispatcher(

@@ -284,17 +284,17 @@ class Runtime(ProcessLocal):
         log.warning("the NATS connection closed (reconnect attempts exhausted); closing the client")
         self._watchdog.call_soon(self.close)  # library code: the watchdog, not behind a stuck user callback
 
-    def report_error(self, exc: BaseException) -> None:
-        """Any thread: hand an asynchronous error to the user's error callback on the callbacks thread."""
+    def report_error(self, exc: BaseException, *, user_code: bool = False) -> None:
+        """Any thread: hand an asynchronous error to the user's error callback on the callbacks thread.
+
+        ``user_code``: ``exc`` was raised by the user's code (a subscription's handler); without a callback its
+        WARNING then carries the traceback, the line a person debugging it needs. Errors of the connection are
+        logged by their message alone (their traceback is nats-py's, not the user's)."""
         if not isinstance(exc, errors.LameDuckModeEvent):
             self._state.note(exc)
         callback = self.options.error_callback
         if callback is None:
-            # An error raised by user code (a subscription's handler) carries its traceback: a person debugging it
-            # needs the line that failed, not only the message. Errors the client built (slow consumer, server
-            # -ERR) were never raised and have none.
-            raised = exc.__traceback__ is not None
-            log.warning("NATS error: %s", exc if not raised else repr(exc), exc_info=exc if raised else None)
+            log.warning("NATS error: %s", repr(exc) if user_code else exc, exc_info=exc if user_code else None)
             return
         self._callbacks.submit(callback, exc)
 
