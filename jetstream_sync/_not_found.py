@@ -1,5 +1,6 @@
-"""The not-found errors of streams, consumers and buckets, part of [`jetstream_sync.errors`][jetstream_sync.errors]:
-each names what was not found and says how to create it.
+"""The not-found errors of streams, consumers, buckets and stored messages, part of
+[`jetstream_sync.errors`][jetstream_sync.errors]: each names what was not found and, where it can be made, how
+to create it.
 
 The server's error says only "stream not found" (err_code 10059) or "consumer not found" (10014); the client
 knows the name it asked for, from the API subject the request went to (`named_by_subject`, applied to
@@ -14,7 +15,13 @@ from typing import Any
 
 from .errors import APIError, KeyValueError, ObjectStoreError
 
-__all__ = ["BucketNotFoundError", "ConsumerNotFoundError", "StreamNotFoundError", "named_by_subject"]
+__all__ = [
+    "BucketNotFoundError",
+    "ConsumerNotFoundError",
+    "MessageNotFoundError",
+    "StreamNotFoundError",
+    "named_by_subject",
+]
 
 #: API subject tokens (after ``API.CONSUMER.``) of operations named by two tokens, before the stream's name
 _TWO_TOKEN_CONSUMER_OPS = frozenset({"DURABLE", "MSG", "LEADER"})
@@ -70,6 +77,44 @@ class ConsumerNotFoundError(APIError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.code, self.err_code, self.description, self.stream, self.consumer))
+
+
+class MessageNotFoundError(APIError):
+    """No message at that sequence or for that subject (err_code 10037; 10043 to a delete of a sequence not
+    there). ``stream``, ``sequence`` and ``subject`` say what was asked for when the client knows it (a
+    `Stream.get_msg` or `get_last_msg`); the message then names them, as the server's "no message found" does not.
+    """
+
+    def __init__(
+        self,
+        code: int,
+        err_code: int,
+        description: str,
+        stream: str | None = None,
+        sequence: int | None = None,
+        subject: str | None = None,
+    ) -> None:
+        super().__init__(code, err_code, description)
+        #: the stream that was read; None when not known
+        self.stream = stream
+        #: the sequence asked for (with ``subject``: the first message at or after it); None for a last-by-subject
+        self.sequence = sequence
+        #: the subject asked for (wildcards allowed); None for a read by sequence alone
+        self.subject = subject
+        if stream is not None:
+            if subject is None:
+                what = f"at sequence {sequence}"
+            elif sequence is None:
+                what = f"on subject {subject!r}"
+            else:
+                what = f"on subject {subject!r} at or after sequence {sequence}"
+            self.args = (f"no message in stream {stream!r} {what} ({description}, {_codes(self)})",)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            type(self),
+            (self.code, self.err_code, self.description, self.stream, self.sequence, self.subject),
+        )
 
 
 class BucketNotFoundError(KeyValueError, ObjectStoreError, StreamNotFoundError):
@@ -133,5 +178,10 @@ def named_by_subject(exc: APIError, subject: str) -> APIError:
     return named
 
 
-for _name in ("BucketNotFoundError", "ConsumerNotFoundError", "StreamNotFoundError"):  # as _api_errors does
+for _name in (
+    "BucketNotFoundError",
+    "ConsumerNotFoundError",
+    "MessageNotFoundError",
+    "StreamNotFoundError",
+):  # as _api_errors does
     globals()[_name].__module__ = "jetstream_sync.errors"

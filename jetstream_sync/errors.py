@@ -65,7 +65,7 @@ __all__ = [
     "LinkIsABucketError",
     "MaxPayloadError",
     "MessageExceedsMaxBytesError",
-    "MessageNotFoundError",
+    "MessageNotFoundError",  # from _not_found (the import at the end)
     "MessageScheduleError",
     "MessageTTLError",  # noqa: F405 - from _api_errors (the import at the end)
     "MessageTooLargeError",
@@ -324,10 +324,6 @@ class StreamNameInUseError(APIError):
 
 class ConsumerExistsError(APIError):
     """A consumer with this name exists with a different configuration; use update_consumer()."""
-
-
-class MessageNotFoundError(APIError):
-    """No message at that sequence or for that subject."""
 
 
 class WrongLastSequenceError(APIError):
@@ -647,6 +643,11 @@ def api_error(code: int, err_code: int, description: str) -> APIError:
 
 
 from ._api_errors import *  # noqa: E402, F403 - the classes of newer err_codes, kept there for this module's size
-from ._not_found import BucketNotFoundError, ConsumerNotFoundError, StreamNotFoundError  # noqa: E402
+from ._not_found import (  # noqa: E402
+    BucketNotFoundError,
+    ConsumerNotFoundError,
+    MessageNotFoundError,
+    StreamNotFoundError,
+)
 from ._subscribe_errors import *  # noqa: E402, F403 - the ADR-15 binding errors, kept there for this module's size
 from ._usage_errors import ClientNotPicklableError, InvalidServerURLError  # noqa: E402 - set-up errors, kept there

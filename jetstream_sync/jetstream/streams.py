@@ -130,17 +130,29 @@ class Stream(ProcessLocal):
         body: dict[str, Any] = {"seq": check_int("sequence", sequence, minimum=1)}
         if subject is not None:
             body["next_by_subj"] = check_subject("subject", subject, wildcards=True)
-        if self._use_direct(direct):
-            return direct_get_one(self.jetstream.api, self.name, body, timeout=timeout)
-        return self._api_get(body, timeout)
+        try:
+            if self._use_direct(direct):
+                return direct_get_one(self.jetstream.api, self.name, body, timeout=timeout)
+            return self._api_get(body, timeout)
+        except errors.MessageNotFoundError as exc:
+            raise self._not_found(exc, sequence, subject) from None
 
     def get_last_msg(self, subject: str, *, direct: bool | None = None, timeout: float | None = None) -> StoredMsg:
         """The last message stored on ``subject``; MessageNotFoundError when there is none. ``direct`` and
         ``timeout`` as for [`get_msg`][jetstream_sync.Stream.get_msg]."""
         check_subject("subject", subject, wildcards=True)
-        if self._use_direct(direct):
-            return direct_get_one(self.jetstream.api, f"{self.name}.{subject}", None, timeout=timeout)
-        return self._api_get({"last_by_subj": subject}, timeout)
+        try:
+            if self._use_direct(direct):
+                return direct_get_one(self.jetstream.api, f"{self.name}.{subject}", None, timeout=timeout)
+            return self._api_get({"last_by_subj": subject}, timeout)
+        except errors.MessageNotFoundError as exc:
+            raise self._not_found(exc, None, subject) from None
+
+    def _not_found(
+        self, exc: errors.MessageNotFoundError, sequence: int | None, subject: str | None
+    ) -> errors.MessageNotFoundError:
+        """``exc`` saying which stream was read and what was asked of it (the server's says "no message found")."""
+        return errors.MessageNotFoundError(exc.code, exc.err_code, exc.description, self.name, sequence, subject)
 
     # -- many messages in one round trip (ADR-31 batched direct get, nats-server 2.11+, allow_direct) -----------
     def get_msgs(

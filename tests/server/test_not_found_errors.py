@@ -129,3 +129,32 @@ def test_a_subject_no_stream_captures_says_to_make_one(js):
     assert info.value.stream is None
     assert "no stream captures subject 'nowhere.1'" in str(info.value)
     assert "subjects=['nowhere.1']" in str(info.value)
+
+
+MISSING_MESSAGE: dict[str, tuple[Callable[[Any], object], str, int | None, str | None]] = {
+    "by sequence": (lambda s: s.get_msg(99), "at sequence 99", 99, None),
+    "by subject from a sequence": (
+        lambda s: s.get_msg(2, subject="here.none"),
+        "on subject 'here.none' at or after sequence 2",
+        2,
+        "here.none",
+    ),
+    "last on a subject": (lambda s: s.get_last_msg("here.none"), "on subject 'here.none'", None, "here.none"),
+}
+
+
+@pytest.mark.parametrize("direct", [False, True], ids=["leader", "direct"])
+@pytest.mark.parametrize("case", list(MISSING_MESSAGE))
+def test_a_missing_message_names_the_stream_and_what_was_asked(js, case, direct):
+    # The server says only "no message found"; the reader of a log line needs the stream and the sequence.
+    js.create_or_update_stream(StreamConfig(name="HERE", subjects=["here.>"], allow_direct=direct))
+    js.publish("here.one", b"1")
+    read, what, sequence, subject = MISSING_MESSAGE[case]
+    with pytest.raises(errors.MessageNotFoundError) as info:
+        read(js.stream("HERE"))
+    error = info.value
+    assert str(error).startswith(f"no message in stream 'HERE' {what} (")
+    assert (error.stream, error.sequence, error.subject) == ("HERE", sequence, subject)
+    assert error.code == 404
+    copy = pickle.loads(pickle.dumps(error))
+    assert (str(copy), copy.sequence, copy.subject) == (str(error), sequence, subject)
