@@ -35,6 +35,7 @@ The types are split by API area, the way nats.go splits ``jetstream/stream_confi
   consumers report.
 - ``consumer``: consumer policies, [`ConsumerConfig`][jetstream_sync.models.ConsumerConfig],
   [`ConsumerInfo`][jetstream_sync.models.ConsumerInfo], [`SequenceInfo`][jetstream_sync.models.SequenceInfo].
+- ``lag``: [`ConsumerLag`][jetstream_sync.models.ConsumerLag], the backlog figures of a consumer's info.
 - ``account``: [`AccountInfo`][jetstream_sync.models.AccountInfo],
   [`AccountLimits`][jetstream_sync.models.AccountLimits], [`APIStats`][jetstream_sync.models.APIStats].
 - ``publish``: [`PubAck`][jetstream_sync.models.PubAck], [`BatchAck`][jetstream_sync.models.BatchAck].
@@ -86,6 +87,7 @@ from .consumer import (
     SequenceInfo,
 )
 from .kv import KeyValueConfig, KeyValueEntry, KeyValueOp, KeyValueStatus
+from .lag import ConsumerLag
 from .object_store import ObjectInfo, ObjectLink, ObjectMeta, ObjectStoreConfig, ObjectStoreStatus
 from .publish import BatchAck, PubAck
 from .stream import (
@@ -122,6 +124,7 @@ __all__ = [
     "ConsumerAction",
     "ConsumerConfig",
     "ConsumerInfo",
+    "ConsumerLag",
     "ConsumerLeaderElected",
     "ConsumerPauseState",
     "ConsumerPaused",
