@@ -16,7 +16,7 @@ import re
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from ... import errors
 from ..._protocol import datetime_from_nanos, stream_position
@@ -33,10 +33,14 @@ from ..publish import PublishOptions
 from ..streams import Stream
 from ._cas import compare_and_set, is_compare_and_set
 from ._keys import OPERATION_HEADER, check_filter, check_key, operation_of, operation_of_raw
+from .typed import CodecKeyValue
 from .watch import KeyWatcher, WatchOptions
 
 if TYPE_CHECKING:
+    from ...codecs import Codec, KeyCodec
     from ..context import JetStream
+
+V = TypeVar("V")
 
 __all__ = ["KeyValue"]
 
@@ -102,6 +106,13 @@ class KeyValue(ProcessLocal):
     def stream_name(self) -> str:
         """The bucket's stream, ``KV_<bucket>``."""
         return self._stream.name
+
+    def with_codecs(
+        self, *, key_codec: KeyCodec | None = None, value_codec: Codec[V] | None = None
+    ) -> CodecKeyValue[V]:
+        """This bucket through a key codec and a value codec (ADR-54; see `jetstream_sync.codecs`): application
+        keys and objects in, what orbit.go's ``kvcodec`` and nats.js's KV codecs store out."""
+        return CodecKeyValue(self, key_codec=key_codec, value_codec=value_codec)
 
     # -- writes -----------------------------------------------------------------------------------------
     def put(self, key: str, value: bytes, *, ttl: float | timedelta | None = None) -> int:
