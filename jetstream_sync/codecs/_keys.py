@@ -190,9 +190,15 @@ class KeyCodecChain:
 
 
 def encode_pattern(codec: KeyCodec, pattern: str) -> str:
-    """A watch or keys filter through ``codec``: plain keys as ``encode_key``; wildcards need a filterable codec."""
-    if not any(t in _WILDCARDS for t in pattern.split(".")):
-        return codec.encode_key(pattern)
+    """A watch or keys filter through ``codec``, as orbit does: a filterable codec's ``encode_filter`` (it knows
+    where its wildcards are: ``/users/*`` is one token to a subject, three to a path codec); any other codec's
+    ``encode_key``, refusing a pattern with ``*`` or ``>`` in it. ``>`` alone (every key) needs no codec."""
+    if pattern == ">":
+        return pattern
     if isinstance(codec, FilterableKeyCodec):
         return codec.encode_filter(pattern)
-    raise KeyCodecError(pattern, f"{codec!r} has no encode_filter, so a filter with '*' or '>' cannot be encoded")
+    if "*" in pattern or ">" in pattern:
+        raise KeyCodecError(
+            pattern, f"{codec!r} has no encode_filter, so a filter with '*' or '>' cannot be encoded; watch every key"
+        )
+    return codec.encode_key(pattern)

@@ -117,7 +117,7 @@ def test_a_handler_that_catches_the_decode_error_can_nak_for_redelivery(js, stre
 
     def handler(msg):
         try:
-            msg.value
+            _ = msg.value
         except errors.PayloadDecodeError as exc:
             assert exc.message is msg
             deliveries.append(msg.metadata.num_delivered)
