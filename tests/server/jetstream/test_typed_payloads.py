@@ -73,6 +73,34 @@ def test_every_read_path_hands_out_decoded_values(js, stream, name):
         assert [m.value.sku for m in more] == ["sku-3", "sku-4", "sku-5"]
 
 
+def test_push_consumers_and_ordered_by_see_decoded_values(js, stream, name):
+    for i in range(6):
+        js.publish(f"{name}.orders", Order(id=i, sku=f"acct-{i % 2}"), codec=ORDERS)
+    push = js.create_push_consumer(
+        stream.name, ConsumerConfig(durable_name="pushed", deliver_subject=f"_deliver.{name}")
+    )
+    with push.messages(codec=ORDERS) as it:
+        first = it.next(5)
+        assert first.value == Order(id=0, sku="acct-0")
+        first.ack()
+    by_key: dict[str, list[int]] = {}
+    lock = threading.Lock()
+    cons = _consumer(js, stream)
+
+    def handler(msg):
+        with lock:
+            by_key.setdefault(msg.value.sku, []).append(msg.value.id)
+        msg.ack()
+
+    # ordered_by reads the decoded value too: the codec is set before the key is taken
+    ctx = cons.consume(handler, codec=ORDERS, workers=2, ordered_by=lambda m: m.value.sku)
+    try:
+        wait_until(lambda: sum(map(len, by_key.values())) == 6, timeout=10)
+    finally:
+        ctx.stop()
+    assert by_key == {"acct-0": [0, 2, 4], "acct-1": [1, 3, 5]}
+
+
 def test_a_read_without_a_codec_says_how_to_decode(js, stream, name):
     js.publish(f"{name}.x", {"a": 1}, codec=JsonCodec())
     msg = _consumer(js, stream).next(5)

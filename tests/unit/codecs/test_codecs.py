@@ -192,3 +192,14 @@ def test_a_wildcard_filter_needs_a_filterable_codec():
 def test_a_stored_key_that_is_not_base64_is_a_typed_error():
     with pytest.raises(errors.KeyCodecError, match="not base64"):
         Base64KeyCodec().decode_key("plain key!")
+
+
+def test_importing_the_library_imports_no_optional_codec_package():
+    import subprocess
+
+    code = (
+        "import sys, jetstream_sync, jetstream_sync.codecs; "
+        "print(sorted(m for m in ('msgspec', 'msgpack', 'pydantic') if m in sys.modules))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert result.stdout.strip() == "[]"
