@@ -13,7 +13,7 @@ PayloadDecodeError, each carrying what failed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -33,33 +33,26 @@ __all__ = ["CodecEntry", "CodecKeyValue", "CodecKeyWatcher"]
 V = TypeVar("V")
 
 
-def _encode_key(codec: KeyCodec, key: str) -> str:
+def _through(step: Callable[[str], str], key: str, what: str, codec: KeyCodec) -> str:
+    """``step(key)`` (a key codec's work); a user codec's own exception becomes a KeyCodecError naming ``key``."""
     try:
-        return codec.encode_key(key)
+        return step(key)
     except CodecError:
         raise
     except Exception as exc:
-        raise KeyCodecError(key, f"{codec!r} could not encode it: {type(exc).__name__}: {exc}") from exc
+        raise KeyCodecError(key, f"{what} with {codec!r}: {type(exc).__name__}: {exc}") from exc
+
+
+def _encode_key(codec: KeyCodec, key: str) -> str:
+    return _through(codec.encode_key, key, "could not encode the key", codec)
 
 
 def _decode_key(codec: KeyCodec, stored: str) -> str:
-    try:
-        return codec.decode_key(stored)
-    except CodecError:
-        raise
-    except Exception as exc:
-        raise KeyCodecError(
-            stored, f"the stored key does not decode with {codec!r}: {type(exc).__name__}: {exc}"
-        ) from exc
+    return _through(codec.decode_key, stored, "the stored key does not decode", codec)
 
 
 def _encode_pattern(codec: KeyCodec, pattern: str) -> str:
-    try:
-        return encode_pattern(codec, pattern)
-    except CodecError:
-        raise
-    except Exception as exc:
-        raise KeyCodecError(pattern, f"{codec!r} could not encode the filter: {type(exc).__name__}: {exc}") from exc
+    return _through(lambda p: encode_pattern(codec, p), pattern, "could not encode the filter", codec)
 
 
 class CodecEntry(Generic[V]):

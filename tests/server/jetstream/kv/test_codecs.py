@@ -95,3 +95,12 @@ def test_a_key_codec_without_filters_refuses_wildcards(js, name):
     assert list(kv.keys("a.b")) == ["a.b"]
     with pytest.raises(errors.KeyCodecError, match="encode_filter"):
         kv.watch("a.*")
+
+    class Picky(Upper):
+        def decode_key(self, key: str) -> str:
+            raise ValueError("no lowercase keys here")
+
+    picky = kv.kv.with_codecs(key_codec=Picky())
+    with pytest.raises(errors.KeyCodecError, match="no lowercase keys here") as failed:
+        list(picky.keys())
+    assert failed.value.key == "A.B" and isinstance(failed.value.__cause__, ValueError)
