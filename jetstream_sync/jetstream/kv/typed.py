@@ -283,12 +283,28 @@ class CodecKeyValue(Generic[V]):
         )
         return [self._entry(e, has_value=not meta_only) for e in entries]
 
-    def watch(self, keys: str | Sequence[str] = ">", **options: Any) -> CodecKeyWatcher[V]:
-        """Watch ``keys`` (filters in application form), options as ``KeyValue.watch``."""
+    def watch(
+        self,
+        keys: str | Sequence[str] = ">",
+        *,
+        include_history: bool = False,
+        ignore_deletes: bool = False,
+        meta_only: bool = False,
+        updates_only: bool = False,
+        resume_from_revision: int | None = None,
+    ) -> CodecKeyWatcher[V]:
+        """Watch ``keys`` (filters in application form, encoded as ``keys`` encodes them); the options as
+        [`KeyValue.watch`][jetstream_sync.KeyValue.watch]."""
         filters = [keys] if isinstance(keys, str) else list(keys)
-        stored = [_encode_pattern(self.key_codec, f) for f in filters]
-        watcher = self.kv.watch(stored, **options)
-        return CodecKeyWatcher(watcher, self, has_value=not options.get("meta_only", False))
+        watcher = self.kv.watch(
+            [_encode_pattern(self.key_codec, f) for f in filters],
+            include_history=include_history,
+            ignore_deletes=ignore_deletes,
+            meta_only=meta_only,
+            updates_only=updates_only,
+            resume_from_revision=resume_from_revision,
+        )
+        return CodecKeyWatcher(watcher, self, has_value=not meta_only)
 
     def watch_all(self, **options: Any) -> CodecKeyWatcher[V]:
         """[`watch`][jetstream_sync.CodecKeyValue.watch] of every key."""
