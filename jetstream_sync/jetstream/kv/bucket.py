@@ -32,7 +32,14 @@ from ..direct import direct_get_last_raw
 from ..publish import PublishOptions
 from ..streams import Stream
 from ._cas import compare_and_set, is_compare_and_set
-from ._keys import OPERATION_HEADER, check_filter, check_key, operation_of, operation_of_raw
+from ._keys import (
+    DEFAULT_PURGE_DELETES_OLDER_THAN,
+    OPERATION_HEADER,
+    check_filter,
+    check_key,
+    operation_of,
+    operation_of_raw,
+)
 from .typed import CodecKeyValue
 from .watch import KeyWatcher, WatchOptions
 
@@ -48,8 +55,6 @@ log = logging.getLogger("jetstream_sync")
 
 _DELETE_HEADERS = {OPERATION_HEADER: KeyValueOp.DELETE.value}
 _PURGE_HEADERS = {OPERATION_HEADER: KeyValueOp.PURGE.value, "Nats-Rollup": "sub"}
-#: purge_deletes keeps markers younger than this by default (as nats.go), so watchers still see them
-DEFAULT_PURGE_DELETES_OLDER_THAN = 30 * 60.0
 
 # "wrong last sequence: 12" (10071) names the key's latest revision; 10164 names none.
 _WRONG_LAST = re.compile(r"wrong last sequence: (\d+)")

@@ -23,6 +23,7 @@ from ...codecs._payload import BytesCodec, Codec, check_codec, encode_payload
 from ...errors import CodecError, KeyCodecError, PayloadDecodeError
 from ...models.kv import KeyValueEntry, KeyValueOp, KeyValueStatus
 from .._consistency import ReadMode
+from ._keys import DEFAULT_PURGE_DELETES_OLDER_THAN
 
 if TYPE_CHECKING:
     from .bucket import KeyValue
@@ -238,6 +239,16 @@ class CodecKeyValue(Generic[V]):
     def purge(self, key: str, *, last: int | None = None, ttl: float | timedelta | None = None) -> None:
         """Remove ``key``'s history, leaving a purge marker (as ``KeyValue.purge``)."""
         self.kv.purge(_encode_key(self.key_codec, key), last=last, ttl=ttl)
+
+    def purge_deletes(
+        self,
+        *,
+        older_than: float | timedelta | None = DEFAULT_PURGE_DELETES_OLDER_THAN,
+        timeout: float | timedelta | None = None,
+    ) -> int:
+        """Remove the delete and purge markers and the history behind them (as ``KeyValue.purge_deletes``: no key
+        needs encoding, so it is the bucket's own call)."""
+        return self.kv.purge_deletes(older_than=older_than, timeout=timeout)
 
     # -- reads ------------------------------------------------------------------------------------------
     def get(self, key: str, *, revision: int | None = None, read: ReadMode | None = None) -> CodecEntry[V]:
