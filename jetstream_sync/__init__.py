@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import errors
+from . import codecs, errors
 from ._runtime import RawReply, Runtime
 from .client import Client, connect
 from .headers import Headers, HeadersInput
@@ -35,7 +35,15 @@ from .jetstream import (
 )
 from .jetstream.advisories import Advisories
 from .jetstream.consumers import ErrorHandler
-from .jetstream.kv import KeyValue, KeyValueManager, KeyWatcher, WatchOptions
+from .jetstream.kv import (
+    CodecEntry,
+    CodecKeyValue,
+    CodecKeyWatcher,
+    KeyValue,
+    KeyValueManager,
+    KeyWatcher,
+    WatchOptions,
+)
 from .jetstream.object_store import ObjectData, ObjectReader, ObjectStore, ObjectStoreManager, ObjectWatcher
 from .message import AckSender, Msg, MsgMetadata, SequencePair
 from .models import (
@@ -215,6 +223,10 @@ __all__ = [
     "__version__",
     "connect",
     "errors",
+    "codecs",
+    "CodecEntry",
+    "CodecKeyValue",
+    "CodecKeyWatcher",
     "KeyValue",
     "KeyValueConfig",
     "KeyValueEntry",

@@ -29,6 +29,7 @@ from ._validate import (
     subject_bytes,
     to_seconds,
 )
+from .codecs._payload import Codec, payload_of
 from .headers import HeadersInput
 from .message import Msg
 from .options import DEFAULT_URL, ConnectOptions
@@ -188,11 +189,19 @@ class Client(ProcessLocal):
 
     # -- core NATS --------------------------------------------------------------------------------------
     def publish(
-        self, subject: str, data: bytes = b"", headers: HeadersInput | None = None, reply: str | None = None
+        self,
+        subject: str,
+        data: object = b"",
+        headers: HeadersInput | None = None,
+        reply: str | None = None,
+        *,
+        codec: Codec[Any] | None = None,
     ) -> None:
-        """Publish a core NATS message. Coalesced with other publishes; ``flush()`` waits for the server."""
+        """Publish a core NATS message. Coalesced with other publishes; ``flush()`` waits for the server.
+        With ``codec`` (see `jetstream_sync.codecs`) ``data`` is an object, sent encoded."""
         runtime = self._runtime
         runtime.check_usable()
+        data = payload_of(data, codec)
         reply_b = subject_bytes(reply, "reply") if reply else b""
         subj, hdr, payload = prepare_message(subject, data, headers, runtime.max_payload)
         if len(subj) + len(reply_b) > MAX_SUBJECT_BYTES:  # each fits alone; together they must fit one line
@@ -202,17 +211,24 @@ class Client(ProcessLocal):
     def request(
         self,
         subject: str,
-        data: bytes = b"",
+        data: object = b"",
         timeout: float | None = None,
         headers: HeadersInput | None = None,
+        *,
+        codec: Codec[Any] | None = None,
     ) -> Msg:
-        """Send a request and wait for the first reply."""
+        """Send a request and wait for the first reply. With ``codec`` ``data`` is an object, sent encoded,
+        and the reply's ``value`` is its payload decoded by the same codec."""
         runtime = self._runtime
         runtime.check_usable()
         seconds = check_timeout(timeout, self.default_timeout)
-        encode = reply_encoder(*prepare_message(subject, data, headers, runtime.max_payload))
+        payload = payload_of(data, codec)
+        encode = reply_encoder(*prepare_message(subject, payload, headers, runtime.max_payload))
         reply = runtime.request(encode, seconds, f"request on {subject!r}")
-        return Msg(reply.subject.decode(), "", reply.data, reply.headers, runtime)
+        msg = Msg(reply.subject.decode(), "", reply.data, reply.headers, runtime)
+        if codec is not None:
+            msg._codec = codec
+        return msg
 
     def request_many(
         self,

@@ -20,6 +20,8 @@ __all__ = [
     "BucketFullError",
     "BucketNotFoundError",  # from _not_found (the import at the end)
     "ClusterMemberChangeError",
+    "CodecError",  # from _codec_errors (the import at the end)
+    "CodecExtraMissingError",  # from _codec_errors (the import at the end)
     "ClientNotPicklableError",  # from _usage_errors (the import at the end)
     "ClusterUnavailableError",
     "ConnectCallbackError",
@@ -53,6 +55,7 @@ __all__ = [
     "IteratorClosedError",
     "JetStreamError",
     "JetStreamNotEnabledError",
+    "KeyCodecError",  # from _codec_errors (the import at the end)
     "KeyDeletedError",
     "KeyExistsError",
     "KeyHistoryTooLargeError",
@@ -91,6 +94,8 @@ __all__ = [
     "PullLimitError",
     "PullSubscribeRequiredError",  # noqa: F405 - from _subscribe_errors (the import at the end)
     "PullSubscribeToPushConsumerError",  # noqa: F405 - from _subscribe_errors (the import at the end)
+    "PayloadDecodeError",  # from _codec_errors (the import at the end)
+    "PayloadEncodeError",  # from _codec_errors (the import at the end)
     "PullWarning",
     "PushConsumerError",
     "PushStatusError",
@@ -643,6 +648,13 @@ def api_error(code: int, err_code: int, description: str) -> APIError:
 
 
 from ._api_errors import *  # noqa: E402, F403 - the classes of newer err_codes, kept there for this module's size
+from ._codec_errors import (  # noqa: E402 - typed-payload errors, kept there
+    CodecError,
+    CodecExtraMissingError,
+    KeyCodecError,
+    PayloadDecodeError,
+    PayloadEncodeError,
+)
 from ._not_found import (  # noqa: E402
     BucketNotFoundError,
     ConsumerNotFoundError,

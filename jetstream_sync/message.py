@@ -20,12 +20,19 @@ from ._protocol import (
     term_payload,
 )
 from ._validate import check_line, check_timeout, to_seconds
-from .errors import ClientNotPicklableError, InvalidAckSubjectError, InvalidArgumentError
+from .errors import (
+    ClientNotPicklableError,
+    CodecError,
+    InvalidAckSubjectError,
+    InvalidArgumentError,
+    PayloadDecodeError,
+)
 from .headers import Headers, HeadersInput, parse_header_block
 
 if TYPE_CHECKING:
     from datetime import timedelta
 
+    from .codecs import Codec
     from .jetstream.consumers.delivery import MessageBatch
 
 __all__ = ["AckSender", "Msg", "MsgMetadata", "SequencePair"]
@@ -107,16 +114,21 @@ class Msg:
     __slots__ = (
         "_ack_unconfirmed",
         "_acked",
+        "_codec",  # set only by a read given codec= (never in __init__: a read without one pays nothing)
         "_header_block",
         "_headers",
         "_in_progress",
         "_metadata",
         "_sender",
+        "_value",  # the decoded payload, once msg.value was read
         "data",
         "reply",
         "size",
         "subject",
     )
+
+    _codec: Codec[Any]  # unset unless a read with codec= handed the message out
+    _value: Any  # unset until msg.value decoded the payload
 
     def __init__(
         self,
@@ -164,6 +176,37 @@ class Msg:
             headers = parse_header_block(block)[2] if block else _EMPTY_HEADERS
             self._headers = headers
         return headers
+
+    @property
+    def value(self) -> Any:
+        """The payload decoded by the codec of the read that handed the message out (``codec=`` on
+        ``consume``, ``messages``, ``fetch``, ``next``, ``request``), on first access, then kept.
+
+        A payload the codec cannot decode raises PayloadDecodeError (carrying this message) here, in your
+        code, where the message can still be nak'd or terminated; a handler that lets it escape is treated as
+        any exception from the handler. A message read without a codec raises CodecError: use
+        [`decode`][jetstream_sync.Msg.decode] with a codec, or read ``data``."""
+        try:
+            return self._value
+        except AttributeError:
+            pass
+        try:
+            codec = self._codec
+        except AttributeError:
+            raise CodecError(
+                f"the message on {self.subject!r} was read without a codec: pass codec= to the read, "
+                "or call msg.decode(codec)"
+            ) from None
+        value = self._value = self.decode(codec)
+        return value
+
+    def decode(self, codec: Codec[Any]) -> Any:
+        """The payload decoded by ``codec`` (not kept: ``value`` keeps what the read's codec decoded).
+        PayloadDecodeError, carrying this message, when the payload does not decode."""
+        try:
+            return codec.decode(self.data)
+        except Exception as exc:
+            raise PayloadDecodeError(self, codec, exc) from exc
 
     @property
     def raw_headers(self) -> bytes | None:

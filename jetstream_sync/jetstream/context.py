@@ -25,6 +25,7 @@ from .._validate import (
     to_seconds,
 )
 from ..client import Client
+from ..codecs._payload import Codec, payload_of
 from ..headers import HeadersInput
 from ..message import Msg
 from ..models import (
@@ -389,11 +390,12 @@ class JetStream(KeyValueManager, ObjectStoreManager, ProcessLocal):
     def publish(
         self,
         subject: str,
-        data: bytes = b"",
+        data: object = b"",
         headers: HeadersInput | None = None,
         *,
         timeout: float | timedelta | None = None,
         options: PublishOptions | None = None,
+        codec: Codec[Any] | None = None,
         **checks: Any,
     ) -> PubAck:
         """Publish and wait for the stream's acknowledgement. ``duplicate`` is True for a dedup hit.
@@ -403,9 +405,10 @@ class JetStream(KeyValueManager, ObjectStoreManager, ProcessLocal):
         ``expected_last_msg_id`` (or ``options=PublishOptions(...)``)
         add the stream-side checks of [`PublishOptions`][jetstream_sync.PublishOptions]; ``ttl``, ``schedule`` and
         ``trace_dest`` are there too. With ``msg_id`` a publish retried after an error is stored once inside the
-        duplicate window.
+        duplicate window. With ``codec`` (see `jetstream_sync.codecs`) ``data`` is an object, sent encoded.
         """
         self._runtime.check_usable()
+        data = payload_of(data, codec)
         seconds = check_timeout(timeout, self.timeout)
         opts = _publish_options(options, checks, subject, self.client)
         telemetry = _telemetry.ACTIVE
@@ -523,11 +526,12 @@ class JetStream(KeyValueManager, ObjectStoreManager, ProcessLocal):
     def publish_async(
         self,
         subject: str,
-        data: bytes = b"",
+        data: object = b"",
         headers: HeadersInput | None = None,
         *,
         timeout: float | timedelta | None = None,
         options: PublishOptions | None = None,
+        codec: Codec[Any] | None = None,
         **checks: Any,
     ) -> concurrent.futures.Future[PubAck]:
         """Publish without waiting; the future resolves with the PubAck or an error, always.
@@ -536,9 +540,10 @@ class JetStream(KeyValueManager, ObjectStoreManager, ProcessLocal):
         flight; past that this call blocks (back-pressure) and raises PublishBackpressureError after ``stall_timeout``.
         A future whose ack does not come within ``timeout`` fails with TimeoutError; on disconnect in-flight futures
         fail with NotConnectedError. "No responders" (JetStream restarting, or no stream for the subject) is tried 4
-        times over about 0.35 s before the future fails with NoRespondersError.
+        times over about 0.35 s before the future fails with NoRespondersError. ``codec`` as ``publish``.
         """
         self._runtime.check_usable()
+        data = payload_of(data, codec)
         opts = _publish_options(options, checks, subject, self.client)
         telemetry = _telemetry.ACTIVE
         if telemetry is not None:

@@ -57,6 +57,13 @@ def test_kv_py_lists_and_watches_both_clients():
     assert "checked: every listing and watch, on both sides, returned exactly the expected keys" in result.stdout
 
 
+def test_codecs_py_runs_every_variant_and_checks_the_decoded_values():
+    result = run_script("codecs.py", "--reps", "1", "--messages", "300")
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    for variant in ("raw:", "msgspec:", "json:"):
+        assert variant in result.stdout and "x of raw" in result.stdout
+
+
 def test_object_store_py_checks_every_byte_read_back():
     result = run_script("object_store.py", "--quick", "--reps", "1", "--size", "2")
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]

@@ -22,14 +22,17 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ... import _telemetry, errors
 from ..._runtime import ProcessLocal, Runtime
 from ..._validate import check_callable, check_int, options_from
+from ...codecs._payload import check_codec
+from ...errors import PayloadDecodeError
 from ...message import Msg
 from ...models import ConsumerConfig, ConsumerInfo, ConsumerPauseState
 from ...models.cluster import clustered_leader
 from ._progress import ProgressKeeper, acks_checked, progress_keeper
-from .delivery import ConsumeContext, DeliverySource, ErrorHandler, MessageBatch, MessagesIterator
+from .delivery import ConsumeContext, DeliverySource, ErrorHandler, MessageBatch, MessagesIterator, decoded_with
 from .options import FetchOptions
 
 if TYPE_CHECKING:
+    from ...codecs import Codec
     from ..context import JetStream
     from .push import PushOptions
 
@@ -123,13 +126,17 @@ def start_consume(
     start_source: Callable[[_Source], None] | None = None,
     *,
     check_acks: bool = False,
+    codec: Codec[Any] | None = None,
 ) -> ConsumeContext:
-    """What every ``consume(handler, workers=, ordered_by=, auto_in_progress=)`` does, pull, push or ordered:
-    check the arguments, make the source (only then: a refused call starts nothing), run the context."""
+    """What every ``consume(handler, workers=, ordered_by=, auto_in_progress=, codec=)`` does, pull, push or
+    ordered: check the arguments, make the source (only then: a refused call starts nothing), run the context."""
     check_callable("handler", handler)
     check_int("workers", workers, minimum=1)
     if ordered_by is not None:
         check_callable("ordered_by", ordered_by)
+    check_codec(codec)
+    if codec is not None:
+        handler, ordered_by = _decoding(codec, handler, ordered_by)
     telemetry = _telemetry.ACTIVE
     if telemetry is not None:
         handler = telemetry.handler(handler)  # each message processed inside a span (the otel extra)
@@ -143,6 +150,49 @@ def start_consume(
     return context
 
 
+def _decoding(
+    codec: Codec[Any], handler: Callable[[Msg], object], ordered_by: Callable[[Msg], Hashable] | None
+) -> tuple[Callable[[Msg], object], Callable[[Msg], Hashable] | None]:
+    """``handler`` and ``ordered_by`` given messages whose ``value`` ``codec`` decodes (lazily: a decode error
+    raises in the user's code, with the message still unanswered). Only a consume with ``codec=`` pays for this.
+
+    A PayloadDecodeError of its own message that the handler lets escape terminates that message (when
+    nothing answered it yet) before the error goes on to the consume's error handler: the same bytes will
+    not decode on a redelivery, so waiting out ack_wait only to fail again (up to max_deliver times) helps
+    nobody; a terminated message stays in the stream and its advisory is what ``js.dead_letter`` moves."""
+
+    def typed_handler(msg: Msg) -> object:
+        msg._codec = codec
+        try:
+            return handler(msg)
+        except PayloadDecodeError as exc:
+            if exc.message is msg and not msg._acked:
+                _terminate_undecodable(msg, exc)
+            raise
+
+    if ordered_by is None:
+        return typed_handler, None
+    key_of = ordered_by
+
+    def typed_key(msg: Msg) -> Hashable:
+        msg._codec = codec
+        return key_of(msg)
+
+    return typed_handler, typed_key
+
+
+def _terminate_undecodable(msg: Msg, exc: PayloadDecodeError) -> None:
+    """A handler thread: term ``msg``, whose payload did not decode, with the reason in the server's advisory."""
+    cause = exc.__cause__
+    what = f"{type(cause).__name__}: {cause}" if cause is not None else "undecodable"
+    first_line = what.splitlines()[0] if what.strip() else "undecodable"
+    reason = f"payload not decodable by {type(exc.codec).__name__} ({first_line})"[:200]
+    try:
+        msg.term(reason)
+    except errors.JetStreamError as failed:  # closed meanwhile: the server redelivers it after ack_wait
+        log.warning("consume: could not terminate an undecodable message on %r: %r", msg.subject, failed)
+
+
 class FetchCalls(ProcessLocal, ABC):
     """``fetch``, ``fetch_bytes`` and ``fetch_no_wait``; the class provides ``_fetch``."""
 
@@ -151,26 +201,36 @@ class FetchCalls(ProcessLocal, ABC):
         """Start one pull with these (validated) options and return its batch."""
 
     def fetch(
-        self, max_messages: int | None = None, *, options: FetchOptions | None = None, **kwargs: Any
+        self,
+        max_messages: int | None = None,
+        *,
+        options: FetchOptions | None = None,
+        codec: Codec[Any] | None = None,
+        **kwargs: Any,
     ) -> MessageBatch:
         """One pull for up to ``max_messages`` (and ``max_bytes``); messages are yielded as they arrive.
 
         Keywords: ``max_bytes``, ``expires`` (30 s), ``idle_heartbeat`` (5 s for pulls of 10 s or longer),
         ``no_wait``; or ``options=FetchOptions(...)``. An expired or empty pull is a normal, possibly empty batch.
+        With ``codec`` each message's ``value`` is its payload decoded (see `jetstream_sync.codecs`).
         """
+        check_codec(codec)  # refused before a pull starts
         if options is None:
             kwargs["max_messages"] = max_messages
         elif max_messages is not None:
             raise errors.InvalidArgumentError("max_messages", "give it inside options= or as the argument, not both")
-        return self._fetch(options_from(FetchOptions, options, kwargs, "fetch"))
+        return decoded_with(self._fetch(options_from(FetchOptions, options, kwargs, "fetch")), codec)
 
-    def fetch_bytes(self, max_bytes: int, **kwargs: Any) -> MessageBatch:
+    def fetch_bytes(self, max_bytes: int, *, codec: Codec[Any] | None = None, **kwargs: Any) -> MessageBatch:
         """One pull for up to ``max_bytes`` bytes of messages (size as the server counts it)."""
-        return self._fetch(options_from(FetchOptions, None, {"max_bytes": max_bytes, **kwargs}, "fetch"))
+        check_codec(codec)  # refused before a pull starts
+        batch = self._fetch(options_from(FetchOptions, None, {"max_bytes": max_bytes, **kwargs}, "fetch"))
+        return decoded_with(batch, codec)
 
-    def fetch_no_wait(self, max_messages: int) -> MessageBatch:
+    def fetch_no_wait(self, max_messages: int, *, codec: Codec[Any] | None = None) -> MessageBatch:
         """What is available now, up to ``max_messages``, without waiting for more."""
-        return self._fetch(FetchOptions(max_messages=max_messages, no_wait=True))
+        check_codec(codec)  # refused before a pull starts
+        return decoded_with(self._fetch(FetchOptions(max_messages=max_messages, no_wait=True)), codec)
 
 
 class PushReads(ProcessLocal, ABC):
@@ -193,14 +253,20 @@ class PushReads(ProcessLocal, ABC):
         return self._engine(options_from(PushOptions, options, kwargs, "consume"), error_handler)
 
     def messages(
-        self, *, options: PushOptions | None = None, error_handler: ErrorHandler | None = None, **kwargs: Any
+        self,
+        *,
+        options: PushOptions | None = None,
+        error_handler: ErrorHandler | None = None,
+        codec: Codec[Any] | None = None,
+        **kwargs: Any,
     ) -> MessagesIterator:
         """An iterator over what the server pushes; keywords (or ``options=``) as
-        [`PushOptions`][jetstream_sync.PushOptions].
+        [`PushOptions`][jetstream_sync.PushOptions]; ``codec`` decodes ``msg.value``.
 
         Heartbeat alarms, gaps, dropped messages and error statuses go to ``error_handler`` (or the log).
         """
-        return MessagesIterator(self._start(options, kwargs, error_handler))
+        check_codec(codec)  # refused before a pull starts
+        return decoded_with(MessagesIterator(self._start(options, kwargs, error_handler)), codec)
 
     def _ack_config(self) -> ConsumerConfig | None:
         """The consumer's configuration, for ``auto_in_progress`` (None: an ordered push consumer, no acks)."""
@@ -216,11 +282,12 @@ class PushReads(ProcessLocal, ABC):
         workers: int = 1,
         ordered_by: Callable[[Msg], Hashable] | None = None,
         deferred_ack: bool = False,
+        codec: Codec[Any] | None = None,
         **kwargs: Any,
     ) -> ConsumeContext:
         """Run ``handler(msg)`` for every message, serially on the consume's own thread, or with ``workers=N``
-        on N threads (``ordered_by``: one key at a time, in order); ``auto_in_progress`` and ``deferred_ack`` as
-        the pull consume."""
+        on N threads (``ordered_by``: one key at a time, in order); ``auto_in_progress``, ``deferred_ack`` and
+        ``codec`` as the pull consume."""
         config = self._ack_config()
         progress = progress_keeper(self._runtime, config, auto_in_progress)
         check_acks = acks_checked(config, deferred_ack)
@@ -231,4 +298,5 @@ class PushReads(ProcessLocal, ABC):
             workers,
             ordered_by,
             check_acks=check_acks,
+            codec=codec,
         )

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ..._validate import check_callable, options_from, to_seconds
+from ...codecs._payload import check_codec
 from ...message import Msg
 from ...models import AckPolicy, ConsumerInfo, PriorityPolicy
 from ._fetch import FetchPull
@@ -24,7 +25,7 @@ from ._pull import ContinuousPull
 from ._reads import FetchCalls, ServerConsumerHandle, reporter, start_consume
 from ._single import SinglePull
 from ._target import PinTracker, PullTarget, read_timed_out
-from .delivery import ConsumeContext, ErrorHandler, MessageBatch, MessagesIterator
+from .delivery import ConsumeContext, ErrorHandler, MessageBatch, MessagesIterator, decoded_with
 from .options import (
     DEFAULT_EXPIRES,
     MIN_EXPIRES,
@@ -36,6 +37,7 @@ from .options import (
 )
 
 if TYPE_CHECKING:
+    from ...codecs import Codec
     from ..context import JetStream
 
 __all__ = ["Consumer"]
@@ -84,6 +86,7 @@ class Consumer(ServerConsumerHandle, FetchCalls):
         timeout: float | timedelta = DEFAULT_EXPIRES,
         *,
         idle_heartbeat: float | timedelta | None = None,
+        codec: Codec[Any] | None = None,
         **priority: Any,
     ) -> Msg:
         """One message, pulled when called; TimeoutError when none comes within ``timeout`` seconds. On a
@@ -92,8 +95,14 @@ class Consumer(ServerConsumerHandle, FetchCalls):
 
         A disconnect does not end the call: the pull is asked again once reconnected and the call waits out
         ``timeout`` (a message published meanwhile is returned); the TimeoutError of a call whose time included
-        a disconnect says so."""
-        seconds = to_seconds("timeout", timeout)
+        a disconnect says so. With ``codec`` the message's ``value`` is its payload decoded."""
+        check_codec(codec)
+        msg = self._next(to_seconds("timeout", timeout), idle_heartbeat, priority)
+        if codec is not None:
+            msg._codec = codec
+        return msg
+
+    def _next(self, seconds: float, idle_heartbeat: float | timedelta | None, priority: dict[str, Any]) -> Msg:
         options = options_from(
             FetchOptions,
             None,
@@ -144,16 +153,19 @@ class Consumer(ServerConsumerHandle, FetchCalls):
         *,
         options: ConsumeOptions | None = None,
         error_handler: ErrorHandler | None = None,
+        codec: Codec[Any] | None = None,
         **kwargs: Any,
     ) -> MessagesIterator:
         """An iterator over a continuous pull (ADR-37 consume) that keeps a bounded buffer filled.
 
         Keywords (or ``options=ConsumeOptions(...)``): max_messages (500) or max_bytes, expires (30 s),
-        idle_heartbeat (expires/2, 0.5-30 s), threshold_messages / threshold_bytes (50%).
+        idle_heartbeat (expires/2, 0.5-30 s), threshold_messages / threshold_bytes (50%). With ``codec`` each
+        message's ``value`` is its payload decoded (see `jetstream_sync.codecs`).
         """
+        check_codec(codec)
         pull = self._continuous(options, kwargs, error_handler)
         pull.start(self.jetstream.timeout)
-        return MessagesIterator(pull)
+        return decoded_with(MessagesIterator(pull), codec)
 
     def consume(
         self,
@@ -165,6 +177,7 @@ class Consumer(ServerConsumerHandle, FetchCalls):
         workers: int = 1,
         ordered_by: Callable[[Msg], Hashable] | None = None,
         deferred_ack: bool = False,
+        codec: Codec[Any] | None = None,
         **kwargs: Any,
     ) -> ConsumeContext:
         """Run ``handler(msg)`` for every message, serially, on the consume's own thread.
@@ -182,6 +195,10 @@ class Consumer(ServerConsumerHandle, FetchCalls):
         consume, since the server will deliver that message again after ack_wait. An application that acks
         later on another thread on purpose passes ``deferred_ack=True``, which turns that warning off. The
         ack rules of every API are in the Consuming guide, "Who acks, and when".
+
+        With ``codec`` (see `jetstream_sync.codecs`) ``msg.value`` is the payload decoded, on first access:
+        a payload that does not decode raises PayloadDecodeError there, in the handler, which may nak or term
+        the message; let it escape and it is one more exception from the handler (the message is not acked).
         """
         config = self.cached_info.config
         progress = progress_keeper(self._runtime, config, auto_in_progress)
@@ -194,4 +211,5 @@ class Consumer(ServerConsumerHandle, FetchCalls):
             ordered_by,
             lambda pull: pull.start(self.jetstream.timeout),
             check_acks=check_acks,
+            codec=codec,
         )

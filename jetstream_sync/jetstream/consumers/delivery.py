@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from datetime import timedelta
 from types import TracebackType
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import attrs
 
@@ -28,6 +28,9 @@ from ..._runtime import BufferFinished, ForkGuard, ProcessLocal
 from ..._validate import check_int, check_timeout
 from ...message import Msg
 from ._progress import ProgressKeeper
+
+if TYPE_CHECKING:
+    from ...codecs import Codec
 
 __all__ = [
     "BatchSource",
@@ -178,6 +181,7 @@ class MessageBatch:
         self._source = source
         self._deadline = deadline
         self.error: BaseException | None = None
+        self._codec: Codec[Any] | None = None  # fetch(codec=): what msg.value decodes with
         self._ended = False
         self._fork_guard = ForkGuard()  # a batch inherited through fork() raises ForkedClientError, not hangs
         # dropped unread: the pull ends and what it brought is given back (cancel() does nothing once finished)
@@ -211,7 +215,10 @@ class MessageBatch:
             remaining = self._deadline - time.monotonic()
             try:
                 # past the deadline, what is already buffered is still handed out (take(0) waits for nothing)
-                return source.take(max(0.0, remaining))
+                msg = source.take(max(0.0, remaining))
+                if self._codec is not None:
+                    msg._codec = self._codec
+                return msg
             except BufferFinished:
                 self._ended = True
                 raise StopIteration from None
@@ -254,6 +261,7 @@ class MessagesIterator(ProcessLocal):
         taken = self._taken
         source.hold(lambda: _take_out(taken))
         self._fork_guard = ForkGuard()  # in a forked child every entry point raises ForkedClientError
+        self._codec: Codec[Any] | None = None  # messages(codec=): what msg.value decodes with
 
     def __enter__(self) -> MessagesIterator:
         return self
@@ -294,6 +302,9 @@ class MessagesIterator(ProcessLocal):
                 if not batch:
                     continue  # the client closed meanwhile and gave the burst back; the next take raises
                 source.handed_out_many(batch)
+            if self._codec is not None:
+                for msg in batch:
+                    msg._codec = self._codec
             yield batch
 
     def next(self, timeout: float | timedelta | None = None) -> Msg:
@@ -321,6 +332,8 @@ class MessagesIterator(ProcessLocal):
                 except IndexError:
                     continue  # the client closed meanwhile and gave the burst back; the next take raises
                 source.handed_out(msg)
+                if self._codec is not None:
+                    msg._codec = self._codec
                 return msg
 
     def stop(self) -> None:
@@ -544,3 +557,14 @@ class ConsumeContext(ProcessLocal):
     def __repr__(self) -> str:
         state = "closed" if self.closed.is_set() else "running"
         return f"<ConsumeContext {self._source.label} {state}>"
+
+
+_Read = TypeVar("_Read", MessageBatch, MessagesIterator)
+
+
+def decoded_with(read: _Read, codec: Codec[Any] | None) -> _Read:
+    """``read`` (a fetch's batch or a messages iterator) handing out messages whose ``value`` ``codec`` decodes
+    (``codec=`` of the read APIs, checked by them before the read starts; None leaves it as it is)."""
+    if codec is not None:
+        read._codec = codec
+    return read

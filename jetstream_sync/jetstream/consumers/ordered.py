@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ... import errors
 from ..._runtime import Runtime
 from ..._validate import check_callable, check_timeout, options_from, to_seconds
+from ...codecs._payload import check_codec
 from ...message import Msg
 from ...models import ConsumerInfo
 from ._chain import RESET_BACKOFF_FIRST, ConsumerChain, next_backoff
@@ -29,10 +30,11 @@ from ._ordered import OrderedBatch, OrderedFetchState, OrderedPull
 from ._progress import progress_keeper
 from ._reads import FetchCalls, reporter, start_consume
 from ._target import PullTarget, read_timed_out
-from .delivery import ConsumeContext, ErrorHandler, MessageBatch, MessagesIterator
+from .delivery import ConsumeContext, ErrorHandler, MessageBatch, MessagesIterator, decoded_with
 from .options import DEFAULT_EXPIRES, ConsumeOptions, FetchOptions, OrderedConsumerConfig, PullPriority
 
 if TYPE_CHECKING:
+    from ...codecs import Codec
     from ..context import JetStream
 
 __all__ = ["OrderedConsumer"]
@@ -187,14 +189,24 @@ class OrderedConsumer(FetchCalls):
 
     # -- fetch ------------------------------------------------------------------------------------------
     def next(
-        self, timeout: float | timedelta = DEFAULT_EXPIRES, *, idle_heartbeat: float | timedelta | None = None
+        self,
+        timeout: float | timedelta = DEFAULT_EXPIRES,
+        *,
+        idle_heartbeat: float | timedelta | None = None,
+        codec: Codec[Any] | None = None,
     ) -> Msg:
         """The next message in order; TimeoutError when none comes within ``timeout`` seconds.
 
         A disconnect does not end the call: its pull is asked again once reconnected (a new link if order needs
         one) and the call waits out ``timeout``; the TimeoutError of a call whose time included a disconnect
-        says so."""
-        seconds = to_seconds("timeout", timeout)
+        says so. With ``codec`` the message's ``value`` is its payload decoded."""
+        check_codec(codec)
+        msg = self._next(to_seconds("timeout", timeout), idle_heartbeat)
+        if codec is not None:
+            msg._codec = codec
+        return msg
+
+    def _next(self, seconds: float, idle_heartbeat: float | timedelta | None) -> Msg:
         deadline = time.monotonic() + seconds
         reconnects = self._runtime.reconnects
         while True:
@@ -377,6 +389,7 @@ class OrderedConsumer(FetchCalls):
         until_drained: bool = False,
         options: ConsumeOptions | None = None,
         error_handler: ErrorHandler | None = None,
+        codec: Codec[Any] | None = None,
         **kwargs: Any,
     ) -> MessagesIterator:
         """An iterator over the stream in order (options as [`Consumer.messages`][jetstream_sync.Consumer.messages]).
@@ -385,7 +398,8 @@ class OrderedConsumer(FetchCalls):
         delivered (a snapshot); otherwise it runs until stopped. Resets are reported to ``error_handler`` only
         when recreating the consumer fails; ``stats()`` counts them with their reasons.
         """
-        return MessagesIterator(self._continuous(options, kwargs, error_handler, until_drained))
+        check_codec(codec)
+        return decoded_with(MessagesIterator(self._continuous(options, kwargs, error_handler, until_drained)), codec)
 
     def consume(
         self,
@@ -397,6 +411,7 @@ class OrderedConsumer(FetchCalls):
         workers: int = 1,
         ordered_by: Callable[[Msg], Hashable] | None = None,
         auto_in_progress: bool = False,
+        codec: Codec[Any] | None = None,
         **kwargs: Any,
     ) -> ConsumeContext:
         """Run ``handler(msg)`` for every message in order on the consume's own thread (see
@@ -410,4 +425,5 @@ class OrderedConsumer(FetchCalls):
             progress,
             workers,
             ordered_by,
+            codec=codec,
         )

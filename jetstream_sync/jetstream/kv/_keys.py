@@ -1,4 +1,5 @@
-"""Keys and the headers of a bucket's messages: what is a valid key, and what operation an entry records.
+"""Keys and the headers of a bucket's messages: what is a valid key, and what operation an entry records (and
+how long purge_deletes keeps a marker by default).
 
 Keys follow every other client's rules (nats.go ``validKeyRe``): letters, digits and ``-/_=.``, no empty token,
 no leading or trailing ``.``; a watch or keys filter may also use ``*`` as a whole token and ``>`` as the last.
@@ -15,9 +16,19 @@ from ... import errors
 from ...headers import parse_header_block
 from ...models.kv import KeyValueOp
 
-__all__ = ["OPERATION_HEADER", "check_filter", "check_key", "operation_of", "operation_of_raw"]
+__all__ = [
+    "DEFAULT_PURGE_DELETES_OLDER_THAN",
+    "OPERATION_HEADER",
+    "check_filter",
+    "check_key",
+    "operation_of",
+    "operation_of_raw",
+]
 
 _KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-/_=.")
+
+#: purge_deletes keeps markers younger than this by default (as nats.go), so watchers still see them
+DEFAULT_PURGE_DELETES_OLDER_THAN = 30 * 60.0
 
 #: the header every client writes on a delete or purge marker
 OPERATION_HEADER = "KV-Operation"

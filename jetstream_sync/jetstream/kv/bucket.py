@@ -16,7 +16,7 @@ import re
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from ... import errors
 from ..._protocol import datetime_from_nanos, stream_position
@@ -32,11 +32,22 @@ from ..direct import direct_get_last_raw
 from ..publish import PublishOptions
 from ..streams import Stream
 from ._cas import compare_and_set, is_compare_and_set
-from ._keys import OPERATION_HEADER, check_filter, check_key, operation_of, operation_of_raw
+from ._keys import (
+    DEFAULT_PURGE_DELETES_OLDER_THAN,
+    OPERATION_HEADER,
+    check_filter,
+    check_key,
+    operation_of,
+    operation_of_raw,
+)
+from .typed import CodecKeyValue
 from .watch import KeyWatcher, WatchOptions
 
 if TYPE_CHECKING:
+    from ...codecs import Codec, KeyCodec
     from ..context import JetStream
+
+V = TypeVar("V")
 
 __all__ = ["KeyValue"]
 
@@ -44,8 +55,6 @@ log = logging.getLogger("jetstream_sync")
 
 _DELETE_HEADERS = {OPERATION_HEADER: KeyValueOp.DELETE.value}
 _PURGE_HEADERS = {OPERATION_HEADER: KeyValueOp.PURGE.value, "Nats-Rollup": "sub"}
-#: purge_deletes keeps markers younger than this by default (as nats.go), so watchers still see them
-DEFAULT_PURGE_DELETES_OLDER_THAN = 30 * 60.0
 
 # "wrong last sequence: 12" (10071) names the key's latest revision; 10164 names none.
 _WRONG_LAST = re.compile(r"wrong last sequence: (\d+)")
@@ -102,6 +111,13 @@ class KeyValue(ProcessLocal):
     def stream_name(self) -> str:
         """The bucket's stream, ``KV_<bucket>``."""
         return self._stream.name
+
+    def with_codecs(
+        self, *, key_codec: KeyCodec | None = None, value_codec: Codec[V] | None = None
+    ) -> CodecKeyValue[V]:
+        """This bucket through a key codec and a value codec (ADR-54; see `jetstream_sync.codecs`): application
+        keys and objects in, what orbit.go's ``kvcodec`` and nats.js's KV codecs store out."""
+        return CodecKeyValue(self, key_codec=key_codec, value_codec=value_codec)
 
     # -- writes -----------------------------------------------------------------------------------------
     def put(self, key: str, value: bytes, *, ttl: float | timedelta | None = None) -> int:
