@@ -194,4 +194,5 @@ class Consumer(ServerConsumerHandle, FetchCalls):
             ordered_by,
             lambda pull: pull.start(self.jetstream.timeout),
             check_acks=check_acks,
+            lag_of=self.lag,
         )
