@@ -6,6 +6,7 @@ from . import errors
 from ._runtime import RawReply, Runtime
 from .client import Client, connect
 from .headers import Headers, HeadersInput
+from .health import ClientStats, ConsumeFill, StatsCallback
 from .jetstream import (
     AtomicBatch,
     BatchSource,
@@ -151,6 +152,7 @@ __all__ = [
     "BatchAck",
     "BatchSource",
     "ConsumeContext",
+    "ConsumeFill",
     "ConsumeOptions",
     "ConsumeStats",
     "DeliverySource",
@@ -172,6 +174,7 @@ __all__ = [
     "AccountLimits",
     "AckPolicy",
     "Client",
+    "ClientStats",
     "ConnectOptions",
     "Consumer",
     "Counter",
@@ -197,6 +200,7 @@ __all__ = [
     "StorageType",
     "StoreCompression",
     "StoredMsg",
+    "StatsCallback",
     "Stream",
     "StreamConfig",
     "StreamInfo",
