@@ -183,7 +183,7 @@ class HealthGauges:
                 return self._stats
             by_name: dict[str, ClientStats] = {}
             for runtime in list(LIVE):
-                if runtime.is_closed:
+                if runtime.is_closed or runtime.forked:  # a forked child's copy is the parent's client
                     continue
                 stats = take_snapshot(runtime)
                 runtime.health.measure_rtt(runtime.default_timeout)

@@ -11,7 +11,7 @@ import time
 import pytest
 
 import jetstream_sync
-from jetstream_sync import ClientStats, ConsumerConfig, StreamConfig, errors
+from jetstream_sync import ClientStats, ConsumeFill, ConsumerConfig, StreamConfig, errors
 from jetstream_sync._protocol import encode_pub
 from tests.helpers import wait_until
 
@@ -66,6 +66,15 @@ def test_counters_of_a_known_workload_are_exact(nats_server):
         assert snaps.threads == {"jetstream-sync-callbacks"}
 
 
+def the_one_fill(nc: jetstream_sync.Client) -> ConsumeFill:
+    (fill,) = nc.stats_snapshot().consumes
+    return fill
+
+
+def bounds(fill: ConsumeFill) -> tuple[str, str, int, int, int]:
+    return (fill.label, fill.kind, fill.held_messages, fill.max_messages, fill.max_bytes)
+
+
 def test_each_running_consume_reports_what_it_holds_against_its_bounds(nats_server):
     with jetstream_sync.connect(nats_server.url) as nc:
         js = nc.jetstream()
@@ -78,14 +87,8 @@ def test_each_running_consume_reports_what_it_holds_against_its_bounds(nats_serv
             with cons.messages(max_messages=50) as it:
                 first = it.next(5)
                 wait_until(lambda: it.stats().buffered == 49)
-                (fill,) = nc.stats_snapshot().consumes
-                assert (fill.label, fill.kind, fill.held_messages, fill.max_messages, fill.max_bytes) == (
-                    "HEALTH/c",
-                    "pull",
-                    49,
-                    50,
-                    0,
-                )
+                fill = the_one_fill(nc)
+                assert bounds(fill) == ("HEALTH/c", "pull", 49, 50, 0)
                 assert fill.delivered == 1 and fill.fill == pytest.approx(49 / 50)
                 held = [it.next(5) for _ in range(49)]  # the very messages it held, in order
                 assert fill.held_bytes == sum(m.size for m in held)
@@ -97,14 +100,8 @@ def test_each_running_consume_reports_what_it_holds_against_its_bounds(nats_serv
             )
             with pc.messages(pending_msgs_limit=1000, pending_bytes_limit=1 << 20) as it:
                 wait_until(lambda: it.stats().buffered == 100)
-                (fill,) = nc.stats_snapshot().consumes
-                assert (fill.label, fill.kind, fill.held_messages, fill.max_messages, fill.max_bytes) == (
-                    "HEALTH/p",
-                    "push",
-                    100,
-                    1000,
-                    1 << 20,
-                )
+                fill = the_one_fill(nc)
+                assert bounds(fill) == ("HEALTH/p", "push", 100, 1000, 1 << 20)
                 held = [it.next(5) for _ in range(100)]
                 assert fill.held_bytes == sum(m.size for m in held)
         finally:
@@ -153,10 +150,11 @@ def test_the_period_holds(nats_server):
         elapsed = time.monotonic() - started
     gaps = [s.interval for s in snaps.got[1:10]]
     assert snaps.got[0].interval == 0.0
-    # fixed due times: no drift over ten periods, each gap near the period (a shared machine: generous bounds)
-    assert 1.8 <= elapsed <= 2.6, elapsed
-    assert statistics.mean(gaps) == pytest.approx(0.2, abs=0.03)
-    assert all(0.05 <= gap <= 0.4 for gap in gaps), gaps
+    # Fixed due times: ten periods take ten periods, not ten periods plus each tick's delay (a timer re-armed
+    # "interval after it ran" would drift). The machine is shared, so the bounds leave room for a late callback.
+    assert 1.8 <= elapsed <= 2.8, elapsed
+    assert statistics.median(gaps) == pytest.approx(0.2, abs=0.04), gaps
+    assert all(0.02 <= gap <= 0.6 for gap in gaps), gaps
 
 
 def test_a_raising_callback_is_logged_once_and_keeps_being_called(nats_server, caplog):

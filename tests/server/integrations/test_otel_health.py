@@ -12,15 +12,12 @@ import jetstream_sync
 from jetstream_sync import ConsumerConfig, StreamConfig
 from jetstream_sync.integrations import _otel_gauges, otel
 from tests.helpers import wait_until
-from tests.server.integrations.test_otel import Exported
 
 
-@pytest.fixture
-def exported():
-    found = Exported()
-    otel.instrument(tracer_provider=found.tracer_provider, meter_provider=found.meter_provider)
-    yield found
-    otel.uninstrument()
+@pytest.fixture(autouse=True)
+def forget_observed():
+    """observe_lag() is process state: each test's handles are forgotten after it (their client closes)."""
+    yield
     _otel_gauges.OBSERVED.clear()
 
 
