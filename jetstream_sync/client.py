@@ -189,7 +189,8 @@ class Client(ProcessLocal):
         """The client's health now, as ``stats_callback`` receives it every ``stats_interval``: messages and bytes
         in and out, acks awaiting the server, reconnects, the last round trip measured, each running consume's
         buffer fill. Any thread; never waits. It sends a PING whose PONG the next snapshot reports as ``rtt`` (the
-        first has None). See [`ClientStats`][jetstream_sync.ClientStats]."""
+        first has None). See [`ClientStats`][jetstream_sync.ClientStats]. ForkedClientError in a forked child."""
+        self._runtime.fork_guard.check()
         stats = take_snapshot(self._runtime)
         self._runtime.health.measure_rtt(self.default_timeout)
         return stats

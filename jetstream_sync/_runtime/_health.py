@@ -74,6 +74,9 @@ class HealthProbe:
             self._io.post(self._start_measuring, timeout)
         except errors.ConnectionClosedError:  # the client closed meanwhile: nothing to measure on
             self._measuring = False
+        except BaseException:  # ForkedClientError in a forked child: raised to the caller, nothing left in flight
+            self._measuring = False
+            raise
 
     def _start_measuring(self, timeout: float) -> None:
         """IO thread: the PING as a task of its own (the loop goes on with everything else)."""
