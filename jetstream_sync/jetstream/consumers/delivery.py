@@ -542,8 +542,8 @@ class ConsumeContext(ProcessLocal):
     def lag(self) -> ConsumerLag | None:
         """Any thread: how far behind the consumer this consume reads is, asked of the server now (one consumer
         info request; see [`ConsumerLag`][jetstream_sync.models.ConsumerLag]). None for a consume started
-        without a consumer handle: the Django tasks worker (it reads several), ``js.subscribe(cb=...)`` (its
-        subscription's ``consumer_info()`` says it). ``stats()`` is what this client holds of it."""
+        without a consumer handle (the Django tasks worker, which reads several). ``stats()`` is what this
+        client holds of it."""
         self._fork_guard.check()
         return None if self._lag_of is None else self._lag_of()
 

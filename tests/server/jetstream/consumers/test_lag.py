@@ -113,3 +113,22 @@ def test_ordered_consumers_report_their_live_consumers_lag(js, stream, name):
         assert it.next(5).metadata.sequence.stream == 1
         wait_until(lambda: opc.lag().delivered_stream_seq == 500)
         assert opc.lag().pending == 0
+
+
+def test_subscriptions_of_js_subscribe_and_pull_subscribe_report_their_consumers_lag(js, stream, name):
+    publish(js, f"{name}.a", 500)
+    sub = js.subscribe(f"{name}.a", durable="s", manual_ack=True, pending_msgs_limit=1000)
+    psub = js.pull_subscribe(f"{name}.a", durable="p")
+    try:
+        for msg in [sub.next_msg(5) for _ in range(50)]:
+            msg.ack_sync()
+        wait_until(lambda: sub.lag().delivered_stream_seq == 500)
+        lag = sub.lag()
+        assert (lag.consumer, lag.pending, lag.ack_pending, lag.ack_floor_stream_seq) == ("s", 0, 450, 50)
+
+        assert len(psub.fetch(200, timeout=5)) == 200
+        lag = psub.lag()
+        assert (lag.stream, lag.consumer, lag.pending, lag.ack_pending) == (name, "p", 300, 200)
+    finally:
+        sub.unsubscribe()
+        psub.unsubscribe()
