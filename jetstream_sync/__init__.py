@@ -6,6 +6,7 @@ from . import codecs, errors
 from ._runtime import RawReply, Runtime
 from .client import Client, connect
 from .headers import Headers, HeadersInput
+from .health import ClientStats, ConsumeFill, StatsCallback
 from .jetstream import (
     AtomicBatch,
     BatchSource,
@@ -159,6 +160,7 @@ __all__ = [
     "BatchAck",
     "BatchSource",
     "ConsumeContext",
+    "ConsumeFill",
     "ConsumeOptions",
     "ConsumeStats",
     "DeliverySource",
@@ -180,6 +182,7 @@ __all__ = [
     "AccountLimits",
     "AckPolicy",
     "Client",
+    "ClientStats",
     "ConnectOptions",
     "Consumer",
     "Counter",
@@ -205,6 +208,7 @@ __all__ = [
     "StorageType",
     "StoreCompression",
     "StoredMsg",
+    "StatsCallback",
     "Stream",
     "StreamConfig",
     "StreamInfo",

@@ -31,6 +31,7 @@ from ._validate import (
 )
 from .codecs._payload import Codec, payload_of
 from .headers import HeadersInput
+from .health import ClientStats, StatsReporter, take_snapshot
 from .message import Msg
 from .options import DEFAULT_URL, ConnectOptions
 from .replies import Replies
@@ -67,6 +68,8 @@ class Client(ProcessLocal):
         check_environment()  # before any thread starts: uWSGI without threads is refused, gevent/eventlet noted
         self._runtime = Runtime(options)
         self._runtime.connect()
+        if options.stats_callback is not None:
+            self._stats_reporter = StatsReporter(self._runtime, options.stats_callback, options.stats_interval)
 
     def __repr__(self) -> str:
         state = "closed" if self.is_closed else ("connected" if self.is_connected else "reconnecting")
@@ -182,6 +185,16 @@ class Client(ProcessLocal):
         callbacks (error, connection, consume error handlers) dropped because 10,000 were waiting behind one
         that did not return (a warning is logged when that starts)."""
         return self._runtime.stats()
+
+    def stats_snapshot(self) -> ClientStats:
+        """The client's health now, as ``stats_callback`` receives it every ``stats_interval``: messages and bytes
+        in and out, acks awaiting the server, reconnects, the last round trip measured, each running consume's
+        buffer fill. Any thread; never waits. It sends a PING whose PONG the next snapshot reports as ``rtt`` (the
+        first has None). See [`ClientStats`][jetstream_sync.ClientStats]. ForkedClientError in a forked child."""
+        self._runtime.fork_guard.check()
+        stats = take_snapshot(self._runtime)
+        self._runtime.health.measure_rtt(self.default_timeout)
+        return stats
 
     def new_inbox(self) -> str:
         """A unique inbox subject under this client's inbox prefix."""

@@ -15,7 +15,7 @@ import socket
 import ssl
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -24,6 +24,9 @@ from ._runtime import redact_url
 from ._runtime._auth import split_credentials
 from ._usage_errors import SERVER_SCHEMES
 from ._validate import MAX_INBOX_PREFIX, check_subject, to_seconds
+
+if TYPE_CHECKING:
+    from .health import StatsCallback
 
 __all__ = [
     "DEFAULT_URL",
@@ -246,6 +249,19 @@ def _timeout(value: object) -> float:
     return to_seconds("timeout", value)
 
 
+#: the shortest stats period: below it the snapshots (and their PINGs) would be the client's main traffic
+MIN_STATS_INTERVAL = 0.1
+
+
+def _stats_interval(value: object) -> float:
+    seconds = to_seconds("stats_interval", value)
+    if seconds < MIN_STATS_INTERVAL:
+        raise errors.InvalidArgumentError(
+            "stats_interval", f"must be at least {MIN_STATS_INTERVAL:g}s, got {seconds:g}"
+        )
+    return seconds
+
+
 def _inbox_prefix(value: object) -> str:
     """Every reply subject starts with it, so it is kept short enough for any protocol line to fit."""
     prefix = check_subject("inbox_prefix", value)
@@ -351,6 +367,9 @@ class ConnectOptions:
     reconnect_delay_callback: ReconnectDelayCallback | None = attrs.field(default=None, validator=_callback)
     ignore_discovered_servers: bool = attrs.field(default=False, converter=bool)
     discovered_servers_callback: EventCallback | None = attrs.field(default=None, validator=_callback)
+    # -- health: stats_callback(ClientStats) every stats_interval seconds, on the callbacks thread --------------
+    stats_callback: StatsCallback | None = attrs.field(default=None, validator=_callback)
+    stats_interval: float = attrs.field(default=5.0, converter=_stats_interval)
 
     def __attrs_post_init__(self) -> None:
         if self.user is None and self.password is not None:

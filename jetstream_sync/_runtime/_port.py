@@ -28,6 +28,7 @@ from ._callbacks import CLOSE_WAIT, CallbackRunner
 from ._connect import ConnectionState, nats_py_keywords
 from ._exit import LIVE
 from ._fork import ForkGuard, ProcessLocal
+from ._health import HealthProbe
 from ._io import IOLoop
 from ._mux import RawReply, ReplyHandler, ReplyWaiter, RequestMux
 from ._nats import Handler, NatsConnection, NatsSubscription, Nuid
@@ -110,6 +111,8 @@ class Runtime(ProcessLocal):
         self._callbacks = CallbackRunner()
         self._nc = NatsConnection(self._io.post)
         self._nc.configure(options)
+        #: the health snapshot's counters and probes: double acks in flight, RTT, the stats timer (``_health.py``)
+        self.health = HealthProbe(self._io, self._nc, self._watchdog)
         self._nc.on_lost = self._on_lost
         self._state = ConnectionState()
         self._first_round = True  # the first connect's fail-fast round: errors are collected, not reported
@@ -441,7 +444,8 @@ class Runtime(ProcessLocal):
     def request_ack(self, subject: str, payload: bytes, timeout: float) -> None:
         """A double ack: returns once the server confirmed it."""
         self.check_usable()
-        self.request(lambda reply: encode_pub(subject.encode(), reply, None, payload), timeout, "ack_sync")
+        with self.health.ack_in_flight():
+            self.request(lambda reply: encode_pub(subject.encode(), reply, None, payload), timeout, "ack_sync")
 
     def request_async(self, encode: Callable[[bytes], Command], timeout: float, what: str) -> asyncio.Future[RawReply]:
         """IO thread: send ``encode(reply_subject)`` now; the future resolves with the reply or fails with

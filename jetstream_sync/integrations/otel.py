@@ -11,7 +11,9 @@ span (``process <subject>``) whose parent is that context, so one trace runs fro
 Flask request, say) into the worker that handled the message; every JetStream API request is a CLIENT span
 (``JetStream API <request>``). Metrics: messages published and consumed, publish and processing durations (the
 publish duration is the ack latency), the messages each consume holds pending for its handler, reconnects and
-missed heartbeats.
+missed heartbeats; and gauges of lag and health (``_otel_gauges.py``): each consumer's pending, ack pending and
+redelivered counts as the server reports them, and every client's traffic, round trip, acks awaiting the server and
+consume buffers.
 
 Without [`instrument`][jetstream_sync.integrations.otel.instrument], nothing here is imported by the client and the hot
 paths pay one attribute read (see ``jetstream_sync._telemetry``). Instrumentation covers every client of the process,
@@ -37,8 +39,9 @@ from ..errors import InvalidAckSubjectError
 from ..jetstream.consumers.delivery import ConsumeContext
 from ..message import Msg, MsgMetadata
 from ..models import PubAck
+from ._otel_gauges import HealthGauges, LagSource, observe
 
-__all__ = ["instrument", "is_instrumented", "uninstrument"]
+__all__ = ["LagSource", "instrument", "is_instrumented", "observe_lag", "uninstrument"]
 
 _NAME = "jetstream_sync"
 _SYSTEM = "nats"
@@ -63,6 +66,15 @@ def uninstrument() -> None:
 def is_instrumented() -> bool:
     """Whether [`instrument`][jetstream_sync.integrations.otel.instrument] is in effect."""
     return isinstance(_telemetry.ACTIVE, _OpenTelemetry)
+
+
+def observe_lag(*consumers: LagSource) -> None:
+    """Report the lag of these consumer handles (``Consumer``, ``PushConsumer``, ordered ones) in the
+    ``jetstream_sync.consumer.*`` gauges too, for as long as the process runs: for a process that watches
+    consumers it does not read (the consumers a running ``consume()`` of this process reads are reported without
+    it). May be called before [`instrument`][jetstream_sync.integrations.otel.instrument]; each collection asks
+    the server for each consumer's info once."""
+    observe(consumers)
 
 
 def _version() -> str:
@@ -100,6 +112,7 @@ class _OpenTelemetry:
             "jetstream_sync.client.reconnects", unit="{reconnect}", description="Connections re-established"
         )
         self._consumes: weakref.WeakSet[ConsumeContext] = weakref.WeakSet()
+        self._health = HealthGauges(meter, self._consumes)  # consumer lag and client health (_otel_gauges.py)
         meter.create_observable_gauge(
             "messaging.client.consume.pending",
             callbacks=[self._pending],

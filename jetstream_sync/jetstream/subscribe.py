@@ -26,7 +26,7 @@ from .._protocol import status_of
 from .._runtime import BufferFinished, ProcessLocal
 from .._validate import check_callable, check_int, check_name, check_queue, check_subject, check_timeout, to_seconds
 from ..message import Msg
-from ..models import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy
+from ..models import AckPolicy, ConsumerConfig, ConsumerInfo, ConsumerLag, DeliverPolicy
 from ..subscription import Subscription
 from .consumers import OrderedConsumerConfig
 from .consumers._chain import ConsumerChain
@@ -227,6 +227,11 @@ class JetStreamSubscription(ProcessLocal):
         if self.consumer is None:
             raise errors.ConsumerNotFoundError(404, 10014, "this subscription has no server-side consumer now")
         return self.jetstream.consumer_info(self.stream, self.consumer)
+
+    def lag(self) -> ConsumerLag:
+        """How far behind this subscription's consumer is now (from a fresh ``consumer_info()``; see
+        [`ConsumerLag`][jetstream_sync.models.ConsumerLag])."""
+        return ConsumerLag.from_info(self.consumer_info())
 
     def next_msg(self, timeout: float | timedelta | None = 1.0) -> Msg:
         """The next message within ``timeout`` seconds (None: until one comes); TimeoutError otherwise."""
@@ -495,6 +500,11 @@ class PullSubscription(ProcessLocal):
 
     def consumer_info(self) -> ConsumerInfo:
         return self.jetstream.consumer_info(self.stream, self.consumer)
+
+    def lag(self) -> ConsumerLag:
+        """How far behind this subscription's consumer is now (from a fresh ``consumer_info()``; see
+        [`ConsumerLag`][jetstream_sync.models.ConsumerLag])."""
+        return ConsumerLag.from_info(self.consumer_info())
 
     def fetch(
         self, batch: int = 1, timeout: float | timedelta | None = 5.0, heartbeat: float | timedelta | None = None

@@ -52,7 +52,8 @@ class ConsumerLag:
 
     @classmethod
     def from_info(cls, info: ConsumerInfo) -> ConsumerLag:
-        """The lag figures of ``info`` (any thread; no request: the figures are as fresh as the info)."""
+        """The lag figures of ``info`` (any thread; no request: the figures are as fresh as the info;
+        [`Consumer.lag`][jetstream_sync.Consumer.lag] asks for a fresh one)."""
         active = [t for t in (info.delivered.last_active, info.ack_floor.last_active) if t is not None]
         return cls(
             stream=info.stream_name,

@@ -313,7 +313,8 @@ if pid == 0:
     outcomes = []
     for name, call in (("publish", lambda: nc.publish("forked.core", b"")),
                        ("js.publish", lambda: js.publish("forked.js", b"parent's", timeout=5)),
-                       ("flush", lambda: nc.flush(timeout=5))):
+                       ("flush", lambda: nc.flush(timeout=5)),
+                       ("stats_snapshot", nc.stats_snapshot)):
         started = time.monotonic()
         try:
             call()

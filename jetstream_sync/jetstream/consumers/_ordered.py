@@ -270,7 +270,9 @@ class OrderedPull(ContinuousPull):
             return
         self.stream_seq = stream_seq
         self.received += 1
-        self.buffer.put(self._make_msg(subject, reply, data, headers))
+        msg = self._make_msg(subject, reply, data, headers)
+        self.received_bytes += msg.size
+        self.buffer.put(msg)
         if self.until_drained and pending == 0:
             self._caught_up()
 

@@ -26,6 +26,7 @@ from ... import errors
 from ..._protocol import ACK_PREFIX, encode_pub, pending_counts, pull_request, status_of
 from ..._runtime import BufferFinished, Handler, MessageBuffer, NatsSubscription, Runtime
 from ..._telemetry import note_heartbeat_missed
+from ...health import ConsumeFill
 from ...message import Msg
 from . import _giveback
 from ._heartbeat import HeartbeatMonitor
@@ -146,6 +147,7 @@ class ContinuousPull(_PullEngine):
         self.pending_msgs = 0
         self.pending_bytes = 0
         self.received = 0
+        self.received_bytes = 0
         self.applied = 0
         self.applied_bytes = 0
         self.connected = True
@@ -277,7 +279,9 @@ class ContinuousPull(_PullEngine):
             _giveback.give_back_now(self.runtime, reply, self.target.ack_none)
             return
         self.received += 1
-        if not self.buffer.put(self._make_msg(subject, reply, data, headers)):
+        msg = self._make_msg(subject, reply, data, headers)
+        self.received_bytes += msg.size
+        if not self.buffer.put(msg):
             _giveback.give_back_now(self.runtime, reply, self.target.ack_none)  # stopped meanwhile
 
     def _end(self, exc: BaseException) -> None:
@@ -374,7 +378,9 @@ class ContinuousPull(_PullEngine):
             if headers is not None and pin is not None and pin.note(headers):
                 priority = self.options.priority
                 self._report(errors.ConsumerPinnedEvent(self.label, priority.group if priority else "", pin.id))
-            if not self.buffer.put(self._make_msg(subject, reply, data, headers)):
+            msg = self._make_msg(subject, reply, data, headers)
+            self.received_bytes += msg.size  # an add, no lock: what the health snapshot reports as held
+            if not self.buffer.put(msg):
                 _giveback.give_back_now(self.runtime, reply, self.target.ack_none)  # stopped meanwhile
             return
         status, description = status_of(headers)
@@ -627,6 +633,22 @@ class ContinuousPull(_PullEngine):
             reconnect_pulls=self.reconnect_pulls,
             warnings=self.warnings,
             statuses=dict(self.statuses),
+        )
+
+    def fill(self) -> ConsumeFill | None:
+        """Any thread (the health snapshot): what this consume holds against its bounds; None once it ended.
+        Counters of two threads, read without a lock: each is exact, the pair is as of one moment or two."""
+        if self.halted:
+            return None
+        opts = self.options
+        return ConsumeFill(
+            label=self.label,
+            kind="pull",
+            held_messages=max(0, self.received - self.delivered),
+            held_bytes=max(0, self.received_bytes - self.delivered_bytes),
+            max_messages=opts.max_messages,
+            max_bytes=opts.max_bytes,
+            delivered=self.delivered,
         )
 
     # -- DeliverySource ---------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from ..._protocol import ACK_PREFIX, ack_position, encode_pub
 from ..._runtime import BufferFinished, MessageBuffer, NatsSubscription, Runtime
 from ..._telemetry import note_heartbeat_missed
 from ...headers import parse_header_block
+from ...health import ConsumeFill
 from ...message import Msg
 from ...models import ConsumerInfo
 from . import _giveback
@@ -405,6 +406,21 @@ class PushEngine:
 
     def adopt_thread(self, thread: threading.Thread) -> None:
         self.runtime.track_thread(thread)
+
+    def fill(self) -> ConsumeFill | None:
+        """Any thread (the health snapshot): what this delivery holds against its limits; None once it ended."""
+        if self.halted:
+            return None
+        limits = self.limits
+        return ConsumeFill(
+            label=self.label,
+            kind="push",
+            held_messages=max(0, self.received - self.delivered),
+            held_bytes=max(0, self.received_bytes - self.delivered_bytes),
+            max_messages=limits.max_messages,
+            max_bytes=limits.max_bytes,
+            delivered=self.delivered,
+        )
 
     def stats(self) -> ConsumeStats:
         return ConsumeStats(

@@ -25,7 +25,7 @@ from ..._validate import check_callable, check_int, options_from
 from ...codecs._payload import check_codec
 from ...errors import PayloadDecodeError
 from ...message import Msg
-from ...models import ConsumerConfig, ConsumerInfo, ConsumerPauseState
+from ...models import ConsumerConfig, ConsumerInfo, ConsumerLag, ConsumerPauseState
 from ...models.cluster import clustered_leader
 from ._progress import ProgressKeeper, acks_checked, progress_keeper
 from .delivery import ConsumeContext, DeliverySource, ErrorHandler, MessageBatch, MessagesIterator, decoded_with
@@ -74,6 +74,12 @@ class ServerConsumerHandle(ProcessLocal):
         ([`JetStream.consumer_info`][jetstream_sync.JetStream.consumer_info]); kept in ``cached_info`` too."""
         self.cached_info = self.jetstream.consumer_info(self.stream_name, self.name)
         return self.cached_info
+
+    def lag(self) -> ConsumerLag:
+        """How far behind the consumer is now: pending, ack pending, redelivered, waiting and last active, from a
+        fresh [`info`][jetstream_sync.Consumer.info] (one request; ``cached_info`` is updated too). See
+        [`ConsumerLag`][jetstream_sync.models.ConsumerLag] for what each figure means."""
+        return ConsumerLag.from_info(self.info())
 
     def leader(self) -> str | None:
         """The name of the server leading the consumer now: asks the server (a fresh
@@ -127,6 +133,7 @@ def start_consume(
     *,
     check_acks: bool = False,
     codec: Codec[Any] | None = None,
+    lag_of: Callable[[], ConsumerLag] | None = None,
 ) -> ConsumeContext:
     """What every ``consume(handler, workers=, ordered_by=, auto_in_progress=, codec=)`` does, pull, push or
     ordered: check the arguments, make the source (only then: a refused call starts nothing), run the context."""
@@ -141,7 +148,9 @@ def start_consume(
     if telemetry is not None:
         handler = telemetry.handler(handler)  # each message processed inside a span (the otel extra)
     source = source_for()
-    context = ConsumeContext(source, handler, progress, workers=workers, ordered_by=ordered_by, check_acks=check_acks)
+    context = ConsumeContext(
+        source, handler, progress, workers=workers, ordered_by=ordered_by, check_acks=check_acks, lag_of=lag_of
+    )
     if telemetry is not None:
         telemetry.consume_started(context)
     if start_source is not None:
@@ -272,6 +281,10 @@ class PushReads(ProcessLocal, ABC):
         """The consumer's configuration, for ``auto_in_progress`` (None: an ordered push consumer, no acks)."""
         return None
 
+    @abstractmethod
+    def lag(self) -> ConsumerLag:
+        """How far behind the server-side consumer read is now (one consumer info request)."""
+
     def consume(
         self,
         handler: Callable[[Msg], object],
@@ -299,4 +312,5 @@ class PushReads(ProcessLocal, ABC):
             ordered_by,
             check_acks=check_acks,
             codec=codec,
+            lag_of=self.lag,
         )

@@ -212,4 +212,5 @@ class Consumer(ServerConsumerHandle, FetchCalls):
             lambda pull: pull.start(self.jetstream.timeout),
             check_acks=check_acks,
             codec=codec,
+            lag_of=self.lag,
         )

@@ -27,6 +27,7 @@ from ..._dispatch import WorkerPool
 from ..._runtime import BufferFinished, ForkGuard, ProcessLocal
 from ..._validate import check_int, check_timeout
 from ...message import Msg
+from ...models import ConsumerLag
 from ._progress import ProgressKeeper
 
 if TYPE_CHECKING:
@@ -386,8 +387,10 @@ class ConsumeContext(ProcessLocal):
         workers: int = 1,
         ordered_by: Callable[[Msg], Hashable] | None = None,
         check_acks: bool = False,
+        lag_of: Callable[[], ConsumerLag] | None = None,
     ) -> None:
         self._source = source
+        self._lag_of = lag_of  # the handle's lag(): None for a consume of no single consumer (a task worker)
         self._handler = handler
         #: an AckExplicit consumer without ``deferred_ack``: a handler that returns leaving its message
         #: unanswered is logged (once per consume: the lock is taken once and never released)
@@ -548,6 +551,14 @@ class ConsumeContext(ProcessLocal):
     def stats(self) -> ConsumeStats:
         """A snapshot of this consume's counters (pulls, deliveries, heartbeats missed, statuses, ...)."""
         return self._source.stats()
+
+    def lag(self) -> ConsumerLag | None:
+        """Any thread: how far behind the consumer this consume reads is, asked of the server now (one consumer
+        info request; see [`ConsumerLag`][jetstream_sync.models.ConsumerLag]). None for a consume started
+        without a consumer handle (the Django tasks worker, which reads several). ``stats()`` is what this
+        client holds of it."""
+        self._fork_guard.check()
+        return None if self._lag_of is None else self._lag_of()
 
     @property
     def label(self) -> str:

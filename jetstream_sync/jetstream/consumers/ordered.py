@@ -23,7 +23,7 @@ from ..._runtime import Runtime
 from ..._validate import check_callable, check_timeout, options_from, to_seconds
 from ...codecs._payload import check_codec
 from ...message import Msg
-from ...models import ConsumerInfo
+from ...models import ConsumerInfo, ConsumerLag
 from ._chain import RESET_BACKOFF_FIRST, ConsumerChain, next_backoff
 from ._fetch import FetchPull
 from ._ordered import OrderedBatch, OrderedFetchState, OrderedPull
@@ -111,6 +111,12 @@ class OrderedConsumer(FetchCalls):
             raise errors.ConsumerNotFoundError(404, 10014, "the ordered consumer has no live server-side consumer now")
         self.cached_info = self.jetstream.consumer_info(self.stream_name, name)
         return self.cached_info
+
+    def lag(self) -> ConsumerLag:
+        """How far behind the live server-side consumer is (from a fresh [`info`][jetstream_sync.OrderedConsumer.info]):
+        ``pending`` is what the stream holds past the read's position. ConsumerNotFoundError between a reset and
+        the next read."""
+        return ConsumerLag.from_info(self.info())
 
     def close(self) -> None:
         """Stop a running ``messages()``/``consume()`` and delete the live server-side consumer now, instead of
@@ -426,4 +432,5 @@ class OrderedConsumer(FetchCalls):
             workers,
             ordered_by,
             codec=codec,
+            lag_of=self.lag,
         )

@@ -18,7 +18,7 @@ import attrs
 from ... import errors
 from ..._runtime import Runtime
 from ..._validate import check_int, to_seconds
-from ...models import AckPolicy, ConsumerConfig, ConsumerInfo
+from ...models import AckPolicy, ConsumerConfig, ConsumerInfo, ConsumerLag
 from ._chain import ConsumerChain
 from ._push import OrderedPush, PushEngine, PushLimits
 from ._reads import PushReads, ServerConsumerHandle, reporter
@@ -186,6 +186,21 @@ class OrderedPushConsumer(PushReads):
     def name(self) -> str | None:
         """The live server-side consumer's name (it changes with every reset)."""
         return self._chain.current
+
+    def info(self) -> ConsumerInfo:
+        """The live server-side consumer's info (ConsumerNotFoundError between a reset and the next read)."""
+        name = self._chain.current
+        if name is None:
+            raise errors.ConsumerNotFoundError(
+                404, 10014, "the ordered push consumer has no live server-side consumer now"
+            )
+        return self.jetstream.consumer_info(self.stream_name, name)
+
+    def lag(self) -> ConsumerLag:
+        """How far behind the live server-side consumer is (from a fresh
+        [`info`][jetstream_sync.OrderedPushConsumer.info]); ConsumerNotFoundError between a reset and the next
+        read."""
+        return ConsumerLag.from_info(self.info())
 
     def _engine(self, options: PushOptions, error_handler: ErrorHandler | None) -> PushEngine:
         runtime = self._runtime

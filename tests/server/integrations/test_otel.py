@@ -14,8 +14,6 @@ import threading
 import nats
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -25,36 +23,6 @@ import jetstream_sync
 from jetstream_sync import ConsumerConfig, StreamConfig, errors
 from jetstream_sync.integrations import otel
 from tests.helpers import wait_until
-
-
-class Exported:
-    def __init__(self) -> None:
-        self.spans = InMemorySpanExporter()
-        self.tracer_provider = TracerProvider()
-        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
-        self.metrics = InMemoryMetricReader()
-        self.meter_provider = MeterProvider(metric_readers=[self.metrics])
-
-    def named(self, name: str) -> list:
-        return [span for span in self.spans.get_finished_spans() if span.name == name]
-
-    def metric(self, name: str) -> list:
-        data = self.metrics.get_metrics_data()
-        points = []
-        for resource in data.resource_metrics if data else []:
-            for scope in resource.scope_metrics:
-                for metric in scope.metrics:
-                    if metric.name == name:
-                        points.extend(metric.data.data_points)
-        return points
-
-
-@pytest.fixture
-def exported():
-    found = Exported()
-    otel.instrument(tracer_provider=found.tracer_provider, meter_provider=found.meter_provider)
-    yield found
-    otel.uninstrument()
 
 
 @pytest.fixture
