@@ -15,6 +15,7 @@ where the extension was built: to rule the extension out when looking for a bug,
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 from collections.abc import Callable
@@ -40,11 +41,12 @@ def handler_failed(exc: Exception) -> None:
 def _load() -> tuple[Scan | None, Literal["compiled", "python"], str]:
     if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
         return None, "python", f"{PURE_PYTHON_ENV} is set"
-    try:
-        from . import _cscan
+    try:  # import_module: a missing extension is named as such (``from . import`` says "circular import")
+        cscan = importlib.import_module("._cscan", __package__)
     except ImportError as exc:
-        return None, "python", f"the compiled extension is not installed ({exc})"
-    return _cscan.scan, "compiled", f"the compiled extension {_cscan.__file__}"
+        reason = "it was not built when installed: no C compiler or no Python headers, or PyPy"
+        return None, "python", f"the compiled extension is not available ({reason}; {exc})"
+    return cscan.scan, "compiled", f"the compiled extension {cscan.__file__}"
 
 
 scan: Scan | None
