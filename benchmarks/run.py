@@ -468,7 +468,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--peers", default="ours,nats-py,natsio,nats.js", help="comma-separated peers")
     parser.add_argument("--out", default=str(HERE / "results"), help="directory of the results files")
     args = parser.parse_args(argv)
-    known_cases, known_peers = {c.id for c in CASES}, {"ours", "nats-py", "natsio", "nats.js"}
+    known_cases, known_peers = {c.id for c in CASES}, {"ours", "ours-pure", "nats-py", "natsio", "nats.js"}
     args.cases = [c for c in CASES if not args.only or c.id in args.only.split(",")]
     args.peer_keys = args.peers.split(",")
     if args.only and set(args.only.split(",")) - known_cases:
