@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The protocol parser alone, on both paths: the pure-Python parser and the compiled fast path (``_cscan.c``).
 
-Usage (from the repository root, in the dev virtualenv): ``python benchmarks/parser.py [--seconds 1]``
+Usage (from the repository root, in the dev virtualenv): ``python benchmarks/parser.py [--rounds 7]``
 
 A stream of JetStream deliveries as a pull consumer receives them (``MSG <subject> <sid> $JS.ACK... <size>``,
 128 B and 16 KiB payloads) is cut into 64 KiB reads, as the socket hands them over, and parsed by one
@@ -54,9 +54,10 @@ def stream(size: int, count: int) -> list[bytes]:
     return [wire[at : at + READ] for at in range(0, len(wire), READ)]
 
 
-def parse_all(chunks: list[bytes], handler: Callable[..., object]) -> float:
-    """CPU seconds of this thread to parse ``chunks``."""
-    parser = ProtocolParser(Connection(handler))
+def parse_all(chunks: list[bytes], handler: Callable[..., object], count: int) -> float:
+    """CPU seconds of this thread to parse ``chunks``; checks that all ``count`` messages reached the handler."""
+    connection = Connection(handler)
+    parser = ProtocolParser(connection)
 
     async def run() -> float:
         started = time.thread_time()
@@ -64,7 +65,10 @@ def parse_all(chunks: list[bytes], handler: Callable[..., object]) -> float:
             await parser.parse(chunk)
         return time.thread_time() - started
 
-    return asyncio.run(run())
+    seconds = asyncio.run(run())
+    if connection.stats["in_msgs"] != count:
+        sys.exit(f"the handler got {connection.stats['in_msgs']} of {count} messages")
+    return seconds
 
 
 def main() -> None:
@@ -98,7 +102,7 @@ def main() -> None:
             for _ in range(args.rounds):
                 for path, scan in (("python", None), ("compiled", compiled)):
                     _scan.scan = scan
-                    best[path] = min(best[path], parse_all(chunks, handler))
+                    best[path] = min(best[path], parse_all(chunks, handler, count))
             _scan.scan = compiled
             ns = {path: seconds / count * 1e9 for path, seconds in best.items()}
             mbs = {path: wire_bytes / seconds / 1e6 for path, seconds in best.items()}
@@ -106,6 +110,7 @@ def main() -> None:
                 f"| {size} B | {label} | {ns['python']:.0f} | {ns['compiled']:.0f} | {mbs['python']:.0f} "
                 f"| {mbs['compiled']:.0f} | {best['compiled'] / best['python']:.2f} |"
             )
+    print("checked: every message of every round reached the handler, on both paths")
 
 
 if __name__ == "__main__":
