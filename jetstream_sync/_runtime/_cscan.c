@@ -218,8 +218,8 @@ static PyObject *scan(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssi
         }
         handler = PyDict_GetItemWithError(handlers, key); /* borrowed */
         Py_DECREF(key);
-        if (handler == NULL) {
-            if (PyErr_Occurred()) {
+        if (handler == NULL || handler == Py_None) {
+            if (handler == NULL && PyErr_Occurred()) {
                 failed = 1;
             }
             break; /* nats-py's own subscription (or none): the Python path hands it to _process_msg */

@@ -266,6 +266,7 @@ def test_the_compiled_scan_takes_fast_messages_and_leaves_the_rest():
     assert seen == [(b"a", b"r", b"abc", None), (b"b", b"", b"hi", b"NATS/1.0\r\n\r\n")]
     assert stats == {"in_msgs": 2, "in_bytes": 5}
     assert _cscan.scan(b"MSG a 2 1\r\nx\r\n", 0, handlers, 1 << 20, stats, _scan.handler_failed) == 0
+    assert _cscan.scan(b"MSG a 9 1\r\nx\r\n", 0, {9: None}, 1 << 20, stats, _scan.handler_failed) == 0
     assert _cscan.scan(bytearray(b"MSG a 1 1\r\nx\r\n"), 0, handlers, 1 << 20, stats, _scan.handler_failed) == 0
 
 
