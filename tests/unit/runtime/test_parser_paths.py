@@ -16,8 +16,10 @@ core suite) on both paths; it skips the comparison only where the extension was 
 from __future__ import annotations
 
 import asyncio
-import logging
+import os
 import random
+import subprocess
+import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -287,12 +289,25 @@ def test_an_interrupt_in_a_handler_is_not_swallowed_on_either_path(monkeypatch):
         assert nc.stats == {"in_msgs": 1, "in_bytes": 1}
 
 
-def test_the_path_in_use_is_named_and_logged(caplog):
-    assert _scan.PARSER in ("compiled", "python")
-    assert (_scan.scan is not None) == (_scan.PARSER == "compiled")
-    with caplog.at_level(logging.DEBUG, logger="jetstream_sync"):
-        scan, parser, why = _scan._load()
-    assert parser == ("compiled" if scan is not None else "python") and why
+IMPORT_LOGGED = """
+import logging
+logging.basicConfig(level=logging.DEBUG, format="%(name)s %(levelname)s %(message)s")
+import jetstream_sync, jetstream_sync.testing
+from jetstream_sync._runtime import _scan
+print("PARSER", _scan.PARSER)
+"""
+
+
+@pytest.mark.parametrize("pure", ["", "1"])
+def test_the_path_in_use_is_named_and_logged_once_at_import(pure):
+    env = {**os.environ, _scan.PURE_PYTHON_ENV: pure}
+    done = subprocess.run(
+        [sys.executable, "-c", IMPORT_LOGGED], capture_output=True, text=True, env=env, timeout=60, check=True
+    )
+    expected = "python" if pure or _cscan is None else "compiled"
+    assert f"PARSER {expected}" in done.stdout
+    lines = [line for line in done.stderr.splitlines() if "protocol parser:" in line]
+    assert len(lines) == 1 and lines[0].startswith(f"jetstream_sync DEBUG protocol parser: {expected} (")
 
 
 def test_the_switch_forces_the_pure_python_path(monkeypatch):
