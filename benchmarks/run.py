@@ -9,7 +9,8 @@ Usage (from the repository root, in the dev virtualenv: ``pip install -e '.[dev]
     python benchmarks/run.py --reps 5 --out results/
 
 Peers, each measured in a process of its own (``benchmarks/peers/``; the contract is its README):
-    ours      jetstream-sync, in this interpreter
+    ours      jetstream-sync, in this interpreter (with the compiled parser where it was built)
+    ours-pure jetstream-sync on the pure-Python parser (JETSTREAM_SYNC_PURE_PYTHON=1); not run by default
     nats-py   nats-py's asyncio client, in this interpreter
     natsio    natsio 1.0.1 (asyncio, Python >= 3.13), in a virtualenv this script creates once under
               ~/.cache/jetstream-sync from the first Python >= 3.13 it finds (this one, pyenv's, python3.13 on
@@ -63,6 +64,7 @@ from jetstream_sync import (
     StorageType,
     StreamConfig,
 )
+from jetstream_sync._runtime import _scan
 from jetstream_sync.testing import EmbeddedServer, find_server_binary
 
 HERE = Path(__file__).resolve().parent
@@ -139,6 +141,10 @@ def natsjs_peer() -> Peer:
 def make_peers(wanted: list[str]) -> list[Peer]:
     makers: dict[str, Callable[[], Peer]] = {
         "ours": lambda: python_driver("ours", sys.executable, "ours_driver.py"),
+        # ours on the pure-Python protocol parser: what the compiled fast path gains, in the same run
+        "ours-pure": lambda: Peer(
+            "ours-pure", ["env", f"{_scan.PURE_PYTHON_ENV}=1", sys.executable, str(PEERS_DIR / "ours_driver.py")]
+        ),
         "nats-py": lambda: python_driver("nats-py", sys.executable, "natspy_driver.py"),
         "natsio": natsio_peer,
         "nats.js": natsjs_peer,
@@ -447,7 +453,7 @@ def environment(argv: list[str], script: str = "benchmarks/run.py") -> dict[str,
         "machine": f"{cpu}, {os.cpu_count()} cores",
         "python": f"{platform.python_implementation()} {platform.python_version()}",
         "nats-server": (server.stdout or server.stderr).strip(),
-        "jetstream-sync": jetstream_sync.__version__,
+        "jetstream-sync": f"{jetstream_sync.__version__} ({_scan.PARSER} parser)",
         "nats-py": importlib.metadata.version("nats-py"),
         "command": shlex.join(["python", script, *argv]),
         "loadavg_start": os.getloadavg(),
@@ -462,7 +468,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--peers", default="ours,nats-py,natsio,nats.js", help="comma-separated peers")
     parser.add_argument("--out", default=str(HERE / "results"), help="directory of the results files")
     args = parser.parse_args(argv)
-    known_cases, known_peers = {c.id for c in CASES}, {"ours", "nats-py", "natsio", "nats.js"}
+    known_cases, known_peers = {c.id for c in CASES}, {"ours", "ours-pure", "nats-py", "natsio", "nats.js"}
     args.cases = [c for c in CASES if not args.only or c.id in args.only.split(",")]
     args.peer_keys = args.peers.split(",")
     if args.only and set(args.only.split(",")) - known_cases:

@@ -34,6 +34,7 @@ import nats.errors
 import nats.protocol.parser
 
 from .. import errors
+from . import _scan
 
 if TYPE_CHECKING:
     from ._nats import NatsConnection
@@ -194,8 +195,14 @@ class ProtocolParser(nats.protocol.parser.Parser):
         limit = int(nc._max_payload) + FRAME_ROOM
         self._wanted = 0
         fast_msgs = fast_bytes = 0  # nats-py's in_msgs/in_bytes, added up once per read
+        scan = _scan.scan  # the compiled fast path, when built and not switched off
+        failed = _scan.handler_failed
         try:
             while pos < end:
+                if scan is not None:
+                    pos = scan(buf, pos, handlers, limit, stats, failed)  # the fast-handler messages from pos on
+                    if pos == end:
+                        break
                 eol = buf.find(_CRLF, pos)
                 if eol < 0:
                     if end - pos > MAX_CONTROL_LINE:
@@ -257,8 +264,8 @@ class ProtocolParser(nats.protocol.parser.Parser):
                     fast_bytes += len(payload)
                     try:
                         handler(subject, reply, payload, headers)
-                    except Exception:
-                        log.exception("a message handler raised on the IO thread; the message was dropped")
+                    except Exception as exc:
+                        failed(exc)
                     continue
                 line = buf[pos:eol]
                 pos = eol + 2

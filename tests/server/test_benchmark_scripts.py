@@ -50,6 +50,15 @@ def test_run_py_side_by_side_writes_its_results(tmp_path):
     assert saved["errors"] == []
 
 
+def test_parser_py_compares_both_parser_paths():
+    pytest.importorskip("jetstream_sync._runtime._cscan", reason="the compiled parser extension is not built here")
+    result = run_script("parser.py", "--rounds", "1")
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "checked: every message of every round reached the handler, on both paths" in result.stdout
+    for row in ("| 128 B | parse only |", "| 16384 B | parse + Msg |"):
+        assert row in result.stdout
+
+
 def test_kv_py_lists_and_watches_both_clients():
     result = run_script("kv.py", "--quick", "--reps", "1", "--keys", "200")
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
