@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import os
 import re
 import subprocess
 import sys
@@ -41,6 +42,7 @@ import pytest
 
 import jetstream_sync
 from tests.helpers import REPO_ROOT
+from tests.server.doc_scenarios import SCENARIOS, your_servers_to
 
 #: seconds one page's program may take (each starts an interpreter and usually an embedded nats-server)
 PAGE_TIMEOUT = 30.0
@@ -58,19 +60,32 @@ GUIDES = [page for page in PAGES if page.parent.name in ("guides", "frameworks")
 
 _FENCE_OPEN = re.compile(r"^(?P<indent>\s*)```python\s*$")
 _MARK = re.compile(r"^\s*<!--\s*snippet:(?P<body>.*?)-->\s*$")
+#: the kinds of mark, each with what it takes in its parentheses (see the module docstring)
 _SKIP = re.compile(r"^\s*skip\s+\((?P<reason>.*\S.*)\)\s*$")
-_GIVEN = re.compile(r"^\s*given\s+\((?P<names>[\w\s,]*\w)\s*\)\s*$")
+_GIVEN = re.compile(r"^\s*given\s+\((?P<names>.*\S)\s*\)\s*$")
+_RUN_BY = re.compile(r"^\s*run by\s+\((?P<test>tests/[\w/.-]*\.py)\)\s*$")
+_PYTEST = re.compile(r"^\s*pytest(?:\s+\((?P<file>conftest\.py)\))?\s*$")
+_SCENARIO = re.compile(r"^\s*scenario\s+\((?P<name>[\w-]+)\)\s*$")
+_KINDS_SAID = (
+    "'skip (why; where it is tested)', 'given (js, stream, ...)', 'run by (tests/....py)', 'pytest', "
+    "'pytest (conftest.py)' or 'scenario (name)'"
+)
 
 #: what a ``<!-- snippet: given (...) -->`` block may take as given, each made by the lines here before the block
 #: runs (``nc`` and ``js`` always are); docs/guides/testing.md, "The snippets of these docs", lists them for writers
 GIVENS = {
     "nc": "",
     "js": "",
+    "url": "",
+    "cluster": "",
     "stream": 'stream = js.create_stream(StreamConfig(name="ORDERS", subjects=["orders.>"]))\n',
     "kv": 'kv = js.create_key_value(KeyValueConfig(bucket="flags", history=5))\n',
+    "revision_of_v1": 'revision_of_v1 = kv.put("k", b"v1")\n',
     "handler": "def handler(msg):\n    msg.ack()\n",
     "on_error": "def on_error(error):\n    print('on_error:', repr(error))\n",
 }
+#: givens that only make sense with another one, made first
+_GIVEN_NEEDS = {"revision_of_v1": "kv"}
 #: the lines every given block runs after: an embedded server with JetStream in a temporary directory, ``nc``, ``js``
 GIVEN_PREAMBLE = """\
 import jetstream_sync
@@ -79,25 +94,45 @@ from jetstream_sync.testing import EmbeddedServer
 
 server = EmbeddedServer()
 server.start()
+urls = [server.url]
 nc = jetstream_sync.connect(server.url)
 js = nc.jetstream()
+"""
+#: the same with ``cluster`` given: a 3-node JetStream cluster instead, ``nc`` on all its nodes, ``js`` with a
+#: timeout longer than an election (the docs' advice for a cluster)
+CLUSTER_PREAMBLE = """\
+import jetstream_sync
+from jetstream_sync import KeyValueConfig, StreamConfig
+from jetstream_sync.testing import EmbeddedCluster
+
+server = EmbeddedCluster(size=3)
+server.start()
+urls = list(server.urls)
+nc = jetstream_sync.connect(urls)
+js = nc.jetstream(timeout=30)
 """
 
 
 @dataclass(frozen=True)
 class Block:
-    """One ```python block of a page: where it starts (1-based line of its fence), its code, its skip reason."""
+    """One ```python block of a page: where it starts (1-based line of its fence), its code, and its mark: a
+    skip's reason, the givens it runs after (names, and ``name=literal`` bindings as source text), the test that
+    runs it, its file in the page's pytest project, or the scenario that runs it."""
 
     page: Path
     line: int
     code: str
-    skip: str | None
+    skip: str | None = None
     given: tuple[str, ...] | None = None
+    bound: tuple[tuple[str, str], ...] = ()
+    run_by: str | None = None
+    pytest_file: str | None = None
+    scenario: str | None = None
 
     @property
     def in_the_pages_program(self) -> bool:
-        """Neither skipped nor run on its own after givens."""
-        return self.skip is None and self.given is None
+        """Unmarked: a part of the page's program."""
+        return (self.skip, self.given, self.run_by, self.pytest_file, self.scenario) == (None,) * 5
 
     @property
     def where(self) -> str:
@@ -112,6 +147,44 @@ def _mark_before(lines: list[str], fence: int) -> str | None:
         index -= 1
     found = _MARK.match(lines[index]) if index >= 0 else None
     return found.group("body") if found else None
+
+
+def _givens(where: str, said: str) -> dict[str, object]:
+    """What ``given (...)`` names, read as a call's arguments: givens by name, then ``name=literal`` bindings."""
+    try:
+        call = ast.parse(f"_({said})", mode="eval").body
+    except SyntaxError:
+        call = None
+    assert isinstance(call, ast.Call), f"{where}: a given list reads 'given (js, stream, name=literal)': {said!r}"
+    names = [arg.id if isinstance(arg, ast.Name) else ast.unparse(arg) for arg in call.args]
+    unknown = [name for name in names if name not in GIVENS]
+    assert not unknown, f"{where}: no such given {unknown}; the givens are {sorted(GIVENS)}"
+    missing = [_GIVEN_NEEDS[name] for name in names if _GIVEN_NEEDS.get(name, name) not in names]
+    assert not missing, f"{where}: a given needs {missing} given too"
+    bound = []
+    for keyword in call.keywords:
+        try:
+            ast.literal_eval(keyword.value)
+        except ValueError:
+            pytest.fail(f"{where}: given {keyword.arg}= must be a literal: {ast.unparse(keyword.value)}")
+        bound.append((keyword.arg, ast.unparse(keyword.value)))
+    return {"given": tuple(names), "bound": tuple(bound)}
+
+
+def _mark_of(where: str, page: Path, line: int, body: str) -> dict[str, object]:
+    """The fields of a block that ``body``, the text of its mark, sets; a mark of no known kind fails."""
+    if found := _SKIP.match(body):
+        return {"skip": found.group("reason").strip()}
+    if found := _GIVEN.match(body):
+        return _givens(where, found.group("names"))
+    if found := _RUN_BY.match(body):
+        return {"run_by": found.group("test")}
+    if found := _PYTEST.match(body):
+        return {"pytest_file": found.group("file") or f"test_{page.stem.replace('-', '_')}_{line}.py"}
+    if found := _SCENARIO.match(body):
+        assert found.group("name") in SCENARIOS, f"{where}: no such scenario; the scenarios are {sorted(SCENARIOS)}"
+        return {"scenario": found.group("name")}
+    raise AssertionError(f"{where}: a snippet mark must read {_KINDS_SAID}: {body!r}")
 
 
 def blocks_of(page: Path) -> list[Block]:
@@ -129,22 +202,9 @@ def blocks_of(page: Path) -> list[Block]:
             end += 1
         assert end < len(lines), f"{page}:{index + 1}: a python block that never closes"
         body = _mark_before(lines, index)
-        skip = None
-        given = None
-        if body is not None:
-            skipped, givens = _SKIP.match(body), _GIVEN.match(body)
-            assert skipped or givens, (
-                f"{page}:{index + 1}: a snippet mark must read 'skip (why; where it is tested)' "
-                f"or 'given (js, stream, ...)': {body!r}"
-            )
-            if skipped:
-                skip = skipped.group("reason").strip()
-            else:
-                given = tuple(name.strip() for name in givens.group("names").split(","))  # type: ignore[union-attr]
-                unknown = [name for name in given if name not in GIVENS]
-                assert not unknown, f"{page}:{index + 1}: no such given {unknown}; the givens are {sorted(GIVENS)}"
+        marked = {} if body is None else _mark_of(f"{page}:{index + 1}", page, index + 1, body)
         code = textwrap.dedent("\n".join(lines[index + 1 : end])) + "\n"
-        found.append(Block(page, index + 1, code, skip, given))
+        found.append(Block(page, index + 1, code, **marked))  # type: ignore[arg-type]
         index = end + 1
     return found
 
@@ -181,11 +241,20 @@ GIVEN_BLOCKS = [block for page in PAGES for block in blocks_of(page) if block.gi
 
 
 def given_program_of(block: Block) -> str:
-    """A given block's program: the preamble, the givens it names, then the block, everything closed after it."""
+    """A given block's program: the preamble (a cluster's with ``cluster`` given), the givens it names and the
+    literals it binds, then the block, everything closed after it. With ``url`` or ``cluster`` given, the block's
+    servers (``HOST:4222``) are the embedded ones' (``your_servers_to``), replaced as the program runs."""
     assert block.given is not None
     made = "".join(GIVENS[name] for name in GIVENS if name in block.given)
-    body = textwrap.indent(f"# {block.where}\n{block.code}", "    ")
-    return f"{GIVEN_PREAMBLE}try:\n{textwrap.indent(made, '    ')}{body}finally:\n    nc.close()\n    server.stop()\n"
+    made += "".join(f"{name} = {value}\n" for name, value in block.bound)
+    code = f"# {block.where}\n{block.code}"
+    preamble = CLUSTER_PREAMBLE if "cluster" in block.given else GIVEN_PREAMBLE
+    if {"url", "cluster"} & set(block.given):
+        preamble = f"import sys\n\nsys.path.insert(0, {str(REPO_ROOT)!r})\n{preamble}"
+        preamble += "from tests.server.doc_scenarios import your_servers_to\n"
+        code = f"exec(compile(your_servers_to({block.code!r}, urls), {block.where!r}, 'exec'))\n"
+    body = textwrap.indent(code, "    ")
+    return f"{preamble}try:\n{textwrap.indent(made, '    ')}{body}finally:\n    nc.close()\n    server.stop()\n"
 
 
 def promised_output(page: Path) -> list[str]:
@@ -249,6 +318,110 @@ def test_each_given_block_runs_after_its_givens(block: Block, tmp_path: Path) ->
     run_program(block.page, tmp_path, block=block)
 
 
+RUN_BY = [block for page in PAGES for block in blocks_of(page) if block.run_by is not None]
+_INCLUDED = re.compile(r'^--8<--\s*"(?P<path>[^"]+)"\s*$')
+
+
+@pytest.mark.parametrize("block", RUN_BY, ids=lambda block: block.where)
+def test_a_block_run_by_a_test_is_read_by_that_test(block: Block) -> None:
+    """A block another test runs as it stands (a Spark job, a process pool, a reproducer's minutes on a cluster)
+    names that test, which must read the page, or the file the block includes (``--8<-- "examples/..."``)."""
+    assert block.run_by is not None
+    test = REPO_ROOT / block.run_by
+    assert test.exists(), f"{block.where}: its mark names {block.run_by}, which does not exist"
+    included = _INCLUDED.match(block.code.strip())
+    read = Path(included.group("path")).name if included else block.page.name
+    assert read in test.read_text(encoding="utf-8"), f"{block.where}: {block.run_by} does not read {read}"
+
+
+def pytest_blocks_of(page: Path) -> list[Block]:
+    return [block for block in blocks_of(page) if block.pytest_file is not None]
+
+
+PYTEST_PAGES = [page for page in PAGES if pytest_blocks_of(page)]
+
+
+def run_pytest_blocks(page: Path, tmp_path: Path, timeout: float = PAGE_TIMEOUT) -> subprocess.CompletedProcess[str]:
+    """Run the page's ``pytest`` blocks as the reader's test project: each a test module of its own, the
+    ``pytest (conftest.py)`` blocks its conftest.py (without one, the plugin is loaded with ``-p``), in a fresh
+    pytest in ``tmp_path``. Every test function the blocks define must pass; none may skip or fail."""
+    blocks = pytest_blocks_of(page)
+    for block in blocks:
+        with (tmp_path / (block.pytest_file or "")).open("a", encoding="utf-8") as file:
+            file.write(f"# {block.where}\n{block.code}")
+    tests = sum(len(re.findall(r"^def test_", block.code, re.MULTILINE)) for block in blocks)
+    plugin = [] if (tmp_path / "conftest.py").exists() else ["-p", "jetstream_sync.testing"]
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *plugin]
+    try:
+        result = subprocess.run(
+            [*command, str(tmp_path)], capture_output=True, text=True, timeout=timeout, cwd=tmp_path
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"{_run_ids(page)}: its pytest blocks did not end within {timeout}s: {exc.stdout!r}")
+    summary = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
+    assert result.returncode == 0 and re.match(rf"{tests} passed in ", summary), (
+        f"{_run_ids(page)}'s pytest blocks: {tests} tests should pass:\n{result.stdout[-4000:]}{result.stderr[-2000:]}"
+    )
+    return result
+
+
+@pytest.mark.timeout(PAGE_TIMEOUT + 30)
+@pytest.mark.parametrize("page", PYTEST_PAGES, ids=_run_ids)
+def test_the_pages_pytest_blocks_pass_as_a_test_project(page: Path, tmp_path: Path) -> None:
+    run_pytest_blocks(page, tmp_path)
+
+
+def scenario_blocks_of(page: Path, scenario: str) -> list[Block]:
+    return [block for block in blocks_of(page) if block.scenario == scenario]
+
+
+SCENARIO_RUNS = [
+    pytest.param(
+        page,
+        name,
+        id=f"{_run_ids(page)}-{name}",
+        marks=[getattr(pytest.mark, marker) for marker in SCENARIOS[name].markers],
+    )
+    for page in PAGES
+    for name in sorted({block.scenario for block in blocks_of(page) if block.scenario is not None})
+]
+
+
+def run_scenario(page: Path, scenario: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """Run the page's blocks of ``scenario`` through its driver (tests/server/doc_scenarios), each saved to a file
+    of its own, bounded by the scenario's timeout; it must exit 0 and log no traceback."""
+    spec = SCENARIOS[scenario]
+    for module in spec.needs:
+        pytest.importorskip(module)
+    files = []
+    for block in scenario_blocks_of(page, scenario):
+        files.append(tmp_path / f"block_{block.line}.py")
+        files[-1].write_text(block.code, encoding="utf-8")
+    driver = f"tests.server.doc_scenarios.{scenario.replace('-', '_')}"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+    where = f"{_run_ids(page)} ({scenario})"
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", driver, *map(str, files)],
+            capture_output=True,
+            text=True,
+            timeout=spec.timeout,
+            cwd=tmp_path,
+            env=env,
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"{where}: did not end within {spec.timeout}s: {exc.stderr!r}")
+    assert result.returncode == 0, f"{where} failed:\n{result.stdout[-2000:]}{result.stderr[-4000:]}"
+    assert "Traceback" not in result.stderr, f"{where} logged an error:\n{result.stderr[-4000:]}"
+    return result
+
+
+@pytest.mark.timeout(330)
+@pytest.mark.parametrize(("page", "scenario"), SCENARIO_RUNS)
+def test_the_pages_scenario_blocks_run_in_their_framework(page: Path, scenario: str, tmp_path: Path) -> None:
+    run_scenario(page, scenario, tmp_path)
+
+
 @pytest.mark.parametrize("block", SKIPPED, ids=lambda block: block.where)
 def test_skipped_snippets_say_why(block: Block) -> None:
     """Each block that does not run is listed (``pytest -rs``) with its reason, so the count is in every run."""
@@ -298,20 +471,17 @@ def test_every_snippet_mark_sits_right_before_a_python_block(page: Path) -> None
 @pytest.mark.parametrize("page", GUIDES, ids=_run_ids)
 def test_every_guide_opens_with_a_program_that_runs(page: Path) -> None:
     """The common case first: the guide's first python block comes before its first section (``## ``), and it is
-    run by this module or its skip names the test under tests/ that runs it."""
+    run by this module as a part of the page's program, or by the test its ``run by`` mark names."""
     text = page.read_text(encoding="utf-8")
     blocks = blocks_of(page)
     assert blocks, f"{_run_ids(page)} has no python block: open it with a program of the common case"
     first = blocks[0]
     first_section = next((n for n, line in enumerate(text.splitlines(), 1) if line.startswith("## ")), None)
     assert first_section is None or first.line < first_section, f"{first.where}: the opening program comes late"
-    assert first.given is None, f"{first.where}: the opening program must stand alone, without givens"
-    if first.skip is not None:
-        runner = re.search(r"run by (tests/[\w/.-]*\w)", first.skip)
-        assert runner, f"{first.where}: the opening program does not run (nor names the test that runs it)"
-        assert page.name in (REPO_ROOT / runner.group(1)).read_text(encoding="utf-8"), (
-            f"{first.where}: {runner.group(1)} does not read {page.name}, so it cannot run its opening program"
-        )
+    assert first.in_the_pages_program or first.run_by is not None, (
+        f"{first.where}: the opening program must stand alone and run here, or be marked 'run by (tests/...)' "
+        "by a test that runs it (test_a_block_run_by_a_test_is_read_by_that_test checks that test reads the page)"
+    )
 
 
 def _page(tmp_path: Path, text: str) -> Path:
