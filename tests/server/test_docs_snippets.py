@@ -46,6 +46,10 @@ from tests.server.doc_scenarios import SCENARIOS, your_servers_to
 
 #: seconds one page's program may take (each starts an interpreter and usually an embedded nats-server)
 PAGE_TIMEOUT = 30.0
+#: pages whose program needs longer, and why (each page's run stays bounded)
+PAGE_TIMEOUTS = {
+    REPO_ROOT / "docs" / "guides" / "testing.md": 60.0,  # a 3-node cluster's step-down, a 5 s KV workload (15 s)
+}
 
 #: pages whose every block is a whole program that a test of their own runs, each on its own and checking its
 #: output: not run again here, and not held to the opening-program rule (a page of many programs, no one common
@@ -300,10 +304,10 @@ def run_program(
     return result
 
 
-@pytest.mark.timeout(PAGE_TIMEOUT + 30)
+@pytest.mark.timeout(max(PAGE_TIMEOUTS.values()) + 30)
 @pytest.mark.parametrize("page", RUN_PAGES, ids=_run_ids)
 def test_the_pages_snippets_run_as_they_stand(page: Path, tmp_path: Path) -> None:
-    result = run_program(page, tmp_path)
+    result = run_program(page, tmp_path, PAGE_TIMEOUTS.get(page, PAGE_TIMEOUT))
     position = 0
     for text in promised_output(page):
         found = result.stdout.find(text, position)

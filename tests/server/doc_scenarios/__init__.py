@@ -1,0 +1,57 @@
+"""Scenarios: what runs a documentation block that is a part of a framework's project rather than a program.
+
+A block marked ``<!-- snippet: scenario (NAME) -->`` (a Django settings module, a Celery app, a gunicorn hook, a
+Spark fragment on the reader's session) is run by the driver ``tests/server/doc_scenarios/<NAME with _>.py``:
+``tests/server/test_docs_snippets.py`` saves each block of the page marked with that scenario to a file of its
+own (``block_<line>.py``, in page order) in a temporary directory and runs ``python -m
+tests.server.doc_scenarios.<name> FILE...`` there, bounded by the scenario's ``timeout``. The driver starts
+what the block needs (an embedded nats-server or cluster, the framework) and uses the block the way the
+framework does (``manage.py check`` and a request for a settings module, a worker for a Celery app); it must
+exit 0 and log no traceback, as a page's program.
+
+The reader's servers in a block (every ``HOST:4222``: ``127.0.0.1:4222``, ``nats:4222``, ``n1:4222``) become the
+embedded servers' addresses by :func:`your_servers_to`, for ``given (url)`` / ``given (cluster)`` blocks too.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+#: a reader's server in a block: a host name or address on NATS's default port
+_YOUR_SERVER = re.compile(r"(?<![\w.-])(?P<host>[A-Za-z0-9][\w.-]*):4222\b")
+
+
+def your_servers_to(code: str, urls: Sequence[str]) -> str:
+    """``code`` with the reader's servers (each ``HOST:4222``) replaced by the embedded ones' ``host:port``: the
+    first distinct host becomes the first of ``urls``, the next the next (round robin), so the three nodes of a
+    cluster fragment (``n1``, ``n2``, ``n3``) land on three nodes. The scheme (``nats://``, ``jetstream://``)
+    stays as written."""
+    hosts = list(dict.fromkeys(found.group("host") for found in _YOUR_SERVER.finditer(code)))
+    addresses = {host: urls[index % len(urls)].split("://", 1)[-1] for index, host in enumerate(hosts)}
+    return _YOUR_SERVER.sub(lambda found: addresses[found.group("host")], code)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """What a scenario needs: the modules (an extra) without which it skips, the markers its run carries, and how
+    long its whole run (every block of the page) may take, in seconds."""
+
+    needs: tuple[str, ...]
+    markers: tuple[str, ...]
+    timeout: float
+
+
+#: the scenarios, by the name a mark gives; docs/guides/testing.md, "The snippets of these docs", lists them
+SCENARIOS = {
+    "django-settings": Scenario(("django",), ("slow",), 90),
+    "django-cluster-settings": Scenario(("django",), ("slow", "cluster"), 90),
+    "django-view": Scenario(("django",), (), 30),
+    "django-tasks": Scenario(("django",), ("slow",), 90),
+    "celery-app": Scenario(("celery",), ("slow",), 90),
+    "celery-settings": Scenario(("celery",), ("slow",), 90),
+    "flask-app": Scenario(("flask",), (), 30),
+    "gunicorn-hook": Scenario(("gunicorn", "flask"), ("slow",), 60),
+    "spark-session": Scenario(("pyspark", "pyarrow"), ("spark", "slow"), 300),
+}
