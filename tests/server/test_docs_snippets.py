@@ -85,6 +85,7 @@ GIVENS = {
     "stream": 'stream = js.create_stream(StreamConfig(name="ORDERS", subjects=["orders.>"]))\n',
     "kv": 'kv = js.create_key_value(KeyValueConfig(bucket="flags", history=5))\n',
     "revision_of_v1": 'revision_of_v1 = kv.put("k", b"v1")\n',
+    "handle": "def handle(msg):\n    print(msg.subject, msg.data)\n",
     "handler": "def handler(msg):\n    msg.ack()\n",
     "on_error": "def on_error(error):\n    print('on_error:', repr(error))\n",
 }
