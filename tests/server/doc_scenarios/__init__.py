@@ -15,9 +15,13 @@ embedded servers' addresses by :func:`your_servers_to`, for ``given (url)`` / ``
 
 from __future__ import annotations
 
+import importlib
 import re
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
 
 #: a reader's server in a block: a host name or address on NATS's default port
 _YOUR_SERVER = re.compile(r"(?<![\w.-])(?P<host>[A-Za-z0-9][\w.-]*):4222\b")
@@ -55,3 +59,20 @@ SCENARIOS = {
     "gunicorn-hook": Scenario(("gunicorn", "flask"), ("slow",), 60),
     "spark-session": Scenario(("pyspark", "pyarrow"), ("spark", "slow"), 300),
 }
+
+
+def block_files() -> list[Path]:
+    """The blocks a driver runs, in page order: the files named on its command line."""
+    return [Path(arg) for arg in sys.argv[1:]]
+
+
+def module_of(path: Path, urls: Sequence[str], name: str | None = None) -> ModuleType:
+    """The block at ``path`` imported as a module (``name``, or the file's stem) after its servers became the
+    embedded ones: written next to it as ``<name>.py`` and imported from there, as a project's module is."""
+    name = name or path.stem
+    target = path.parent / f"{name.replace('.', '/')}.py"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(your_servers_to(path.read_text(encoding="utf-8"), urls), encoding="utf-8")
+    if str(path.parent) not in sys.path:
+        sys.path.insert(0, str(path.parent))
+    return importlib.import_module(name)
