@@ -49,8 +49,7 @@ class Scenario:
 
 #: the scenarios, by the name a mark gives; docs/guides/testing.md, "The snippets of these docs", lists them
 SCENARIOS = {
-    "django-settings": Scenario(("django",), ("slow",), 90),
-    "django-cluster-settings": Scenario(("django",), ("slow", "cluster"), 90),
+    "django-settings": Scenario(("django",), ("slow", "cluster"), 120),
     "django-view": Scenario(("django",), (), 30),
     "django-tasks": Scenario(("django",), ("slow",), 90),
     "celery-app": Scenario(("celery",), ("slow",), 90),
