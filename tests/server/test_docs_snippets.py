@@ -103,14 +103,14 @@ urls = [server.url]
 nc = jetstream_sync.connect(server.url)
 js = nc.jetstream()
 """
-#: the same with ``cluster`` given: a 3-node JetStream cluster instead, ``nc`` on all its nodes, ``js`` with a
-#: timeout longer than an election (the docs' advice for a cluster)
+#: the same with ``cluster`` given: a 3-node JetStream cluster instead (named east, its nodes tagged ssd, for a
+#: placement), ``nc`` on all its nodes, ``js`` with a timeout longer than an election (the docs' advice for a cluster)
 CLUSTER_PREAMBLE = """\
 import jetstream_sync
 from jetstream_sync import KeyValueConfig, StreamConfig
 from jetstream_sync.testing import EmbeddedCluster
 
-server = EmbeddedCluster(size=3)
+server = EmbeddedCluster(size=3, name="east", config='server_tags: ["ssd"]')
 server.start()
 urls = list(server.urls)
 nc = jetstream_sync.connect(urls)

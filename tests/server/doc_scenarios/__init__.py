@@ -18,10 +18,12 @@ from __future__ import annotations
 import importlib
 import re
 import sys
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 #: a reader's server in a block: a host name or address on NATS's default port
 _YOUR_SERVER = re.compile(r"(?<![\w.-])(?P<host>[A-Za-z0-9][\w.-]*):4222\b")
@@ -57,6 +59,8 @@ SCENARIOS = {
     "flask-app": Scenario(("flask",), (), 30),
     "gunicorn-hook": Scenario(("gunicorn", "flask"), ("slow",), 60),
     "spark-session": Scenario(("pyspark", "pyarrow"), ("spark", "slow"), 300),
+    "advisories-loop": Scenario((), (), 30),
+    "nats-py-side-by-side": Scenario((), (), 30),
 }
 
 
@@ -75,3 +79,26 @@ def module_of(path: Path, urls: Sequence[str], name: str | None = None) -> Modul
     if str(path.parent) not in sys.path:
         sys.path.insert(0, str(path.parent))
     return importlib.import_module(name)
+
+
+class LoopThread(threading.Thread):
+    """A block whose loop runs until something outside stops it (a worker's), run on a thread of its own in the
+    namespace ``names``; :meth:`join_ok` raises what it raised."""
+
+    def __init__(self, path: Path, code: str, names: dict[str, Any]) -> None:
+        super().__init__(name=f"block {path.name}", daemon=True)
+        self.code = compile(code, str(path), "exec")
+        self.names = names
+        self.raised: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            exec(self.code, self.names)
+        except BaseException as exc:  # handed to the main thread by join_ok, which raises it
+            self.raised = exc
+
+    def join_ok(self, timeout: float) -> None:
+        self.join(timeout)
+        assert not self.is_alive(), f"{self.name} did not end within {timeout}s of being stopped"
+        if self.raised is not None:
+            raise self.raised
