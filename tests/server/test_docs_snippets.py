@@ -1,308 +1,76 @@
 """Every ```python block of the documentation runs, so none can rot: README.md and docs/**/*.md.
 
-The convention (docs/guides/testing.md, "The snippets of these docs", says it for writers):
+The convention (docs/guides/testing.md, "The snippets of these docs", says it for writers; the parsing and the
+runs are in tests/server/doc_snippets.py, the scenarios' drivers in tests/server/doc_scenarios/):
 
-- A page's python blocks run **in order, as one program**, in a fresh interpreter, saved to a file in a temporary
-  directory and run there, as a reader who pastes them one after the other would; a later block may use the names
-  an earlier one made. The page's program is bounded by ``PAGE_TIMEOUT`` seconds, must exit 0 and must not log a
-  traceback (a handler's exception is logged, not raised: the program would exit 0 all the same).
+- A page's unmarked python blocks run **in order, as one program**, in a fresh interpreter, saved to a file in a
+  temporary directory and run there, as a reader who pastes them one after the other would; a later block may
+  use the names an earlier one made. The page's program is bounded by ``PAGE_TIMEOUT`` seconds (a page in
+  ``PAGE_TIMEOUTS`` says why it needs longer), must exit 0 and must not log a traceback (a handler's exception
+  is logged, not raised: the program would exit 0 all the same).
 - A program that needs NATS starts its own ``EmbeddedServer`` (``jetstream_sync.testing``), as the guides' opening
   programs do: what a reader runs and what this test runs are the same text, and no port is shared between pages.
-- A block that cannot run as it stands (a settings fragment, a Celery config, a Spark job that needs Java, a
-  cluster, an API summary with your own names in it) is preceded by an HTML comment that says why and where it
-  is tested instead: ``<!-- snippet: skip (Django settings fragment; run by tests/server/integrations/django/...)
-  -->``. Each such block is reported as a pytest skip with its reason (``pytest -rs`` lists them); a mark without a
-  reason, a mark of another kind, or a mark that is not right before a python block fails.
-- A short fragment "on your js" that a reader reads in context is preceded by ``<!-- snippet: given (js, stream)
-  -->``: it runs on its own, as one program, after ``GIVEN_PREAMBLE`` (an ``EmbeddedServer`` with JetStream in a
-  temporary directory, ``nc``, ``js``) and the lines that make the ``GIVENS`` it names (``stream``: ORDERS on
-  ``orders.>``; ``kv``: the bucket ``flags``; ``handler``; ``on_error``), closing both after it; it is bounded,
-  must exit 0 and log no traceback as a page's program, and is reported as a test of its own. An unknown given is
-  refused.
+- A block that does not run as part of its page's program is preceded by a mark, an HTML comment
+  ``<!-- snippet: KIND (...) -->`` on the last non-blank line before it. A mark of no known kind, or one that is
+  not right before a python block, fails. The kinds, each run as a test of its own:
+
+  - ``given (js, stream, name=literal)``: a short fragment "on your js" runs alone, after ``GIVEN_PREAMBLE`` (an
+    ``EmbeddedServer`` with JetStream in a temporary directory, ``nc``, ``js``; ``CLUSTER_PREAMBLE``, a 3-node
+    cluster, with ``cluster`` given), the lines that make the ``GIVENS`` it names and the ``name = literal``
+    bindings it gives, closing both after it. With ``url`` or ``cluster`` given, the reader's servers in the
+    block (every ``HOST:4222``) are the embedded ones (``your_servers_to``). An unknown given is refused.
+  - ``pytest`` / ``pytest (conftest.py)``: the page's such blocks are the reader's test project, the latter its
+    conftest.py; one pytest run in a temporary directory must pass every test function they define.
+  - ``scenario (NAME)``: a part of a framework's project (a settings module, a Celery app, a gunicorn hook, a
+    Spark fragment on the reader's session, a worker's endless loop); the page's blocks of that scenario are
+    handed in order to its driver, ``tests/server/doc_scenarios/<name>.py``, which runs them as the framework
+    would (``SCENARIOS`` says which extra it needs, without which it skips, and its markers and time bound).
+  - ``run by (tests/....py)``: a whole program another test runs as it stands (a Spark job, a process pool, a
+    reproducer's minutes on a cluster); that test must read the page, or the file the block includes.
+  - ``skip (why; where it is tested)``: not run. Reported as a pytest skip with its reason (``pytest -rs`` lists
+    them); it must still parse and name only what exists, and a test file its reason names must exist. For a
+    block that cannot run here at a reasonable cost, naming the test that makes the same calls.
 - A runnable block followed by "It prints:" and a ```text block promises that output: the page's output must
   hold each such text, in the page's order.
 - A page in ``RUN_ELSEWHERE`` (the Recipes, each block a whole program) is run by its own test instead.
 - Every guide (docs/guides, docs/frameworks) opens with a program run here: its first python block comes before
-  its first section and is not skipped, unless its skip names the test under tests/ that runs it.
+  its first section and is unmarked, or marked ``run by`` a test that reads the page.
 """
 
 from __future__ import annotations
 
-import ast
-import importlib
-import os
 import re
-import subprocess
-import sys
 import textwrap
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-import jetstream_sync
 from tests.helpers import REPO_ROOT
-from tests.server.doc_scenarios import SCENARIOS, your_servers_to
-
-#: seconds one page's program may take (each starts an interpreter and usually an embedded nats-server)
-PAGE_TIMEOUT = 30.0
-#: pages whose program needs longer, and why (each page's run stays bounded)
-PAGE_TIMEOUTS = {
-    REPO_ROOT / "docs" / "guides" / "testing.md": 60.0,  # a 3-node cluster's step-down, a 5 s KV workload (15 s)
-}
-
-#: pages whose every block is a whole program that a test of their own runs, each on its own and checking its
-#: output: not run again here, and not held to the opening-program rule (a page of many programs, no one common
-#: case)
-RUN_ELSEWHERE = {
-    REPO_ROOT / "docs" / "guides" / "recipes.md": REPO_ROOT / "tests" / "server" / "test_recipes.py",
-}
-PAGES = [
-    page for page in [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").rglob("*.md"))] if page not in RUN_ELSEWHERE
-]
-GUIDES = [page for page in PAGES if page.parent.name in ("guides", "frameworks")]
-
-_FENCE_OPEN = re.compile(r"^(?P<indent>\s*)```python\s*$")
-_MARK = re.compile(r"^\s*<!--\s*snippet:(?P<body>.*?)-->\s*$")
-#: the kinds of mark, each with what it takes in its parentheses (see the module docstring)
-_SKIP = re.compile(r"^\s*skip\s+\((?P<reason>.*\S.*)\)\s*$")
-_GIVEN = re.compile(r"^\s*given\s+\((?P<names>.*\S)\s*\)\s*$")
-_RUN_BY = re.compile(r"^\s*run by\s+\((?P<test>tests/[\w/.-]*\.py)\)\s*$")
-_PYTEST = re.compile(r"^\s*pytest(?:\s+\((?P<file>conftest\.py)\))?\s*$")
-_SCENARIO = re.compile(r"^\s*scenario\s+\((?P<name>[\w-]+)\)\s*$")
-_KINDS_SAID = (
-    "'skip (why; where it is tested)', 'given (js, stream, ...)', 'run by (tests/....py)', 'pytest', "
-    "'pytest (conftest.py)' or 'scenario (name)'"
+from tests.server.doc_scenarios import your_servers_to
+from tests.server.doc_snippets import (
+    _INCLUDED,
+    GIVEN_BLOCKS,
+    GUIDES,
+    PAGE_TIMEOUT,
+    PAGE_TIMEOUTS,
+    PAGES,
+    PYTEST_PAGES,
+    RUN_BY,
+    RUN_ELSEWHERE,
+    RUN_PAGES,
+    SCENARIO_RUNS,
+    SKIPPED,
+    Block,
+    _marks_without_a_block,
+    _run_ids,
+    blocks_of,
+    check_what_a_fragment_names,
+    program_of,
+    promised_output,
+    run_program,
+    run_pytest_blocks,
+    run_scenario,
 )
-
-#: what a ``<!-- snippet: given (...) -->`` block may take as given, each made by the lines here before the block
-#: runs (``nc`` and ``js`` always are); docs/guides/testing.md, "The snippets of these docs", lists them for writers
-GIVENS = {
-    "nc": "",
-    "js": "",
-    "url": "",
-    "cluster": "",
-    "stream": 'stream = js.create_stream(StreamConfig(name="ORDERS", subjects=["orders.>"]))\n',
-    "kv": 'kv = js.create_key_value(KeyValueConfig(bucket="flags", history=5))\n',
-    "revision_of_v1": 'revision_of_v1 = kv.put("k", b"v1")\n',
-    "handle": "def handle(msg):\n    print(msg.subject, msg.data)\n",
-    "handler": "def handler(msg):\n    msg.ack()\n",
-    "on_error": "def on_error(error):\n    print('on_error:', repr(error))\n",
-}
-#: givens that only make sense with another one, made first
-_GIVEN_NEEDS = {"revision_of_v1": "kv"}
-#: the lines every given block runs after: an embedded server with JetStream in a temporary directory, ``nc``, ``js``
-GIVEN_PREAMBLE = """\
-import jetstream_sync
-from jetstream_sync import KeyValueConfig, StreamConfig
-from jetstream_sync.testing import EmbeddedServer
-
-server = EmbeddedServer()
-server.start()
-urls = [server.url]
-nc = jetstream_sync.connect(server.url)
-js = nc.jetstream()
-"""
-#: the same with ``cluster`` given: a 3-node JetStream cluster instead (named east, its nodes tagged ssd, for a
-#: placement), ``nc`` on all its nodes, ``js`` with a timeout longer than an election (the docs' advice for a cluster)
-CLUSTER_PREAMBLE = """\
-import jetstream_sync
-from jetstream_sync import KeyValueConfig, StreamConfig
-from jetstream_sync.testing import EmbeddedCluster
-
-server = EmbeddedCluster(size=3, name="east", config='server_tags: ["ssd"]')
-server.start()
-urls = list(server.urls)
-nc = jetstream_sync.connect(urls)
-js = nc.jetstream(timeout=30)
-"""
-
-
-@dataclass(frozen=True)
-class Block:
-    """One ```python block of a page: where it starts (1-based line of its fence), its code, and its mark: a
-    skip's reason, the givens it runs after (names, and ``name=literal`` bindings as source text), the test that
-    runs it, its file in the page's pytest project, or the scenario that runs it."""
-
-    page: Path
-    line: int
-    code: str
-    skip: str | None = None
-    given: tuple[str, ...] | None = None
-    bound: tuple[tuple[str, str], ...] = ()
-    run_by: str | None = None
-    pytest_file: str | None = None
-    scenario: str | None = None
-
-    @property
-    def in_the_pages_program(self) -> bool:
-        """Unmarked: a part of the page's program."""
-        return (self.skip, self.given, self.run_by, self.pytest_file, self.scenario) == (None,) * 5
-
-    @property
-    def where(self) -> str:
-        page = self.page.relative_to(REPO_ROOT) if self.page.is_relative_to(REPO_ROOT) else self.page.name
-        return f"{page}:{self.line}"
-
-
-def _mark_before(lines: list[str], fence: int) -> str | None:
-    """The text of the ``<!-- snippet: ... -->`` comment on the last non-blank line before ``fence``, if any."""
-    index = fence - 1
-    while index >= 0 and not lines[index].strip():
-        index -= 1
-    found = _MARK.match(lines[index]) if index >= 0 else None
-    return found.group("body") if found else None
-
-
-def _givens(where: str, said: str) -> dict[str, object]:
-    """What ``given (...)`` names, read as a call's arguments: givens by name, then ``name=literal`` bindings."""
-    try:
-        call = ast.parse(f"_({said})", mode="eval").body
-    except SyntaxError:
-        call = None
-    assert isinstance(call, ast.Call), f"{where}: a given list reads 'given (js, stream, name=literal)': {said!r}"
-    names = [arg.id if isinstance(arg, ast.Name) else ast.unparse(arg) for arg in call.args]
-    unknown = [name for name in names if name not in GIVENS]
-    assert not unknown, f"{where}: no such given {unknown}; the givens are {sorted(GIVENS)}"
-    missing = [_GIVEN_NEEDS[name] for name in names if _GIVEN_NEEDS.get(name, name) not in names]
-    assert not missing, f"{where}: a given needs {missing} given too"
-    bound = []
-    for keyword in call.keywords:
-        try:
-            ast.literal_eval(keyword.value)
-        except ValueError:
-            pytest.fail(f"{where}: given {keyword.arg}= must be a literal: {ast.unparse(keyword.value)}")
-        bound.append((keyword.arg, ast.unparse(keyword.value)))
-    return {"given": tuple(names), "bound": tuple(bound)}
-
-
-def _mark_of(where: str, page: Path, line: int, body: str) -> dict[str, object]:
-    """The fields of a block that ``body``, the text of its mark, sets; a mark of no known kind fails."""
-    if found := _SKIP.match(body):
-        return {"skip": found.group("reason").strip()}
-    if found := _GIVEN.match(body):
-        return _givens(where, found.group("names"))
-    if found := _RUN_BY.match(body):
-        return {"run_by": found.group("test")}
-    if found := _PYTEST.match(body):
-        return {"pytest_file": found.group("file") or f"test_{page.stem.replace('-', '_')}_{line}.py"}
-    if found := _SCENARIO.match(body):
-        assert found.group("name") in SCENARIOS, f"{where}: no such scenario; the scenarios are {sorted(SCENARIOS)}"
-        return {"scenario": found.group("name")}
-    raise AssertionError(f"{where}: a snippet mark must read {_KINDS_SAID}: {body!r}")
-
-
-def blocks_of(page: Path) -> list[Block]:
-    """The python blocks of ``page`` in order, dedented (a block may sit in a list item); a malformed mark fails."""
-    lines = page.read_text(encoding="utf-8").splitlines()
-    found: list[Block] = []
-    index = 0
-    while index < len(lines):
-        opening = _FENCE_OPEN.match(lines[index])
-        if opening is None:
-            index += 1
-            continue
-        end = index + 1
-        while end < len(lines) and lines[end].strip() != "```":
-            end += 1
-        assert end < len(lines), f"{page}:{index + 1}: a python block that never closes"
-        body = _mark_before(lines, index)
-        marked = {} if body is None else _mark_of(f"{page}:{index + 1}", page, index + 1, body)
-        code = textwrap.dedent("\n".join(lines[index + 1 : end])) + "\n"
-        found.append(Block(page, index + 1, code, **marked))  # type: ignore[arg-type]
-        index = end + 1
-    return found
-
-
-def _marks_without_a_block(page: Path) -> list[int]:
-    """Lines of ``page`` holding a snippet mark that is not right before a python block (a mark left behind)."""
-    lines = page.read_text(encoding="utf-8").splitlines()
-    stray = []
-    fenced = False  # inside a fenced block: a mark shown as an example there is text, not a mark
-    for index, line in enumerate(lines):
-        if line.lstrip().startswith("```"):
-            fenced = not fenced
-        elif _MARK.match(line) and not fenced:
-            after = index + 1
-            while after < len(lines) and not lines[after].strip():
-                after += 1
-            if after == len(lines) or not _FENCE_OPEN.match(lines[after]):
-                stray.append(index + 1)
-    return stray
-
-
-def _run_ids(page: Path) -> str:
-    return str(page.relative_to(REPO_ROOT))
-
-
-RUN_PAGES = [page for page in PAGES if any(block.in_the_pages_program for block in blocks_of(page))]
-SKIPPED = [block for page in PAGES for block in blocks_of(page) if block.skip is not None]
-
-
-_PRINTS = re.compile(r"^```\n\s*It prints:\n\n```text\n(?P<text>.*?)^```$", re.MULTILINE | re.DOTALL)
-
-
-GIVEN_BLOCKS = [block for page in PAGES for block in blocks_of(page) if block.given is not None]
-
-
-def given_program_of(block: Block) -> str:
-    """A given block's program: the preamble (a cluster's with ``cluster`` given), the givens it names and the
-    literals it binds, then the block, everything closed after it. With ``url`` or ``cluster`` given, the block's
-    servers (``HOST:4222``) are the embedded ones' (``your_servers_to``), replaced as the program runs."""
-    assert block.given is not None
-    made = "".join(GIVENS[name] for name in GIVENS if name in block.given)
-    made += "".join(f"{name} = {value}\n" for name, value in block.bound)
-    code = f"# {block.where}\n{block.code}"
-    preamble = CLUSTER_PREAMBLE if "cluster" in block.given else GIVEN_PREAMBLE
-    if {"url", "cluster"} & set(block.given):
-        preamble = f"import sys\n\nsys.path.insert(0, {str(REPO_ROOT)!r})\n{preamble}"
-        preamble += "from tests.server.doc_scenarios import your_servers_to\n"
-        code = f"exec(compile(your_servers_to({block.code!r}, urls), {block.where!r}, 'exec'))\n"
-    body = textwrap.indent(code, "    ")
-    return f"{preamble}try:\n{textwrap.indent(made, '    ')}{body}finally:\n    nc.close()\n    server.stop()\n"
-
-
-def promised_output(page: Path) -> list[str]:
-    """What the page says its runnable blocks print: each "It prints:" text block right after a python block that
-    is not skipped, in order."""
-    lines = page.read_text(encoding="utf-8").splitlines(keepends=True)
-    promised = []
-    for block in blocks_of(page):
-        if not block.in_the_pages_program:
-            continue
-        close = block.line + block.code.count("\n")  # the index of the block's closing fence
-        found = _PRINTS.match("".join(lines[close:]))
-        if found:
-            promised.append(found.group("text"))
-    return promised
-
-
-def program_of(page: Path) -> str:
-    """The page's program: its runnable blocks in order, each headed by a comment naming its line."""
-    parts = [f"# {block.where}\n{block.code}" for block in blocks_of(page) if block.in_the_pages_program]
-    return "\n".join(parts)
-
-
-def run_program(
-    page: Path, tmp_path: Path, timeout: float = PAGE_TIMEOUT, *, block: Block | None = None
-) -> subprocess.CompletedProcess[str]:
-    """Run the page's program (or one given ``block``'s) as a reader would: saved to a file of its own and run
-    there by a fresh interpreter. Fails the test when it does not end within ``timeout`` seconds (a snippet that
-    hangs), exits other than 0 or logs a traceback."""
-    name = _run_ids(page) if page.is_relative_to(REPO_ROOT) else page.name
-    if block is not None:
-        name = block.where
-    program = tmp_path / f"{page.stem.replace('-', '_')}_snippets.py"
-    program.write_text(program_of(page) if block is None else given_program_of(block), encoding="utf-8")
-    try:
-        result = subprocess.run(
-            [sys.executable, str(program)], capture_output=True, text=True, timeout=timeout, cwd=tmp_path
-        )
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"{name}: its snippets did not end within {timeout}s (one hangs?): {exc.stderr!r}")
-    assert result.returncode == 0, f"{name}'s snippets failed:\n{result.stderr[-4000:]}"
-    assert "Traceback" not in result.stderr, f"{name}'s snippets logged an error:\n{result.stderr[-4000:]}"
-    return result
 
 
 @pytest.mark.timeout(max(PAGE_TIMEOUTS.values()) + 30)
@@ -323,10 +91,6 @@ def test_each_given_block_runs_after_its_givens(block: Block, tmp_path: Path) ->
     run_program(block.page, tmp_path, block=block)
 
 
-RUN_BY = [block for page in PAGES for block in blocks_of(page) if block.run_by is not None]
-_INCLUDED = re.compile(r'^--8<--\s*"(?P<path>[^"]+)"\s*$')
-
-
 @pytest.mark.parametrize("block", RUN_BY, ids=lambda block: block.where)
 def test_a_block_run_by_a_test_is_read_by_that_test(block: Block) -> None:
     """A block another test runs as it stands (a Spark job, a process pool, a reproducer's minutes on a cluster)
@@ -339,86 +103,10 @@ def test_a_block_run_by_a_test_is_read_by_that_test(block: Block) -> None:
     assert read in test.read_text(encoding="utf-8"), f"{block.where}: {block.run_by} does not read {read}"
 
 
-def pytest_blocks_of(page: Path) -> list[Block]:
-    return [block for block in blocks_of(page) if block.pytest_file is not None]
-
-
-PYTEST_PAGES = [page for page in PAGES if pytest_blocks_of(page)]
-
-
-def run_pytest_blocks(page: Path, tmp_path: Path, timeout: float = PAGE_TIMEOUT) -> subprocess.CompletedProcess[str]:
-    """Run the page's ``pytest`` blocks as the reader's test project: each a test module of its own, the
-    ``pytest (conftest.py)`` blocks its conftest.py (without one, the plugin is loaded with ``-p``), in a fresh
-    pytest in ``tmp_path``. Every test function the blocks define must pass; none may skip or fail."""
-    blocks = pytest_blocks_of(page)
-    for block in blocks:
-        with (tmp_path / (block.pytest_file or "")).open("a", encoding="utf-8") as file:
-            file.write(f"# {block.where}\n{block.code}")
-    tests = sum(len(re.findall(r"^def test_", block.code, re.MULTILINE)) for block in blocks)
-    plugin = [] if (tmp_path / "conftest.py").exists() else ["-p", "jetstream_sync.testing"]
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *plugin]
-    try:
-        result = subprocess.run(
-            [*command, str(tmp_path)], capture_output=True, text=True, timeout=timeout, cwd=tmp_path
-        )
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"{_run_ids(page)}: its pytest blocks did not end within {timeout}s: {exc.stdout!r}")
-    summary = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
-    assert result.returncode == 0 and re.match(rf"{tests} passed in ", summary), (
-        f"{_run_ids(page)}'s pytest blocks: {tests} tests should pass:\n{result.stdout[-4000:]}{result.stderr[-2000:]}"
-    )
-    return result
-
-
 @pytest.mark.timeout(PAGE_TIMEOUT + 30)
 @pytest.mark.parametrize("page", PYTEST_PAGES, ids=_run_ids)
 def test_the_pages_pytest_blocks_pass_as_a_test_project(page: Path, tmp_path: Path) -> None:
     run_pytest_blocks(page, tmp_path)
-
-
-def scenario_blocks_of(page: Path, scenario: str) -> list[Block]:
-    return [block for block in blocks_of(page) if block.scenario == scenario]
-
-
-SCENARIO_RUNS = [
-    pytest.param(
-        page,
-        name,
-        id=f"{_run_ids(page)}-{name}",
-        marks=[getattr(pytest.mark, marker) for marker in SCENARIOS[name].markers],
-    )
-    for page in PAGES
-    for name in sorted({block.scenario for block in blocks_of(page) if block.scenario is not None})
-]
-
-
-def run_scenario(page: Path, scenario: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    """Run the page's blocks of ``scenario`` through its driver (tests/server/doc_scenarios), each saved to a file
-    of its own, bounded by the scenario's timeout; it must exit 0 and log no traceback."""
-    spec = SCENARIOS[scenario]
-    for module in spec.needs:
-        pytest.importorskip(module)
-    files = []
-    for block in scenario_blocks_of(page, scenario):
-        files.append(tmp_path / f"block_{block.line}.py")
-        files[-1].write_text(block.code, encoding="utf-8")
-    driver = f"tests.server.doc_scenarios.{scenario.replace('-', '_')}"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
-    where = f"{_run_ids(page)} ({scenario})"
-    try:
-        result = subprocess.run(
-            [sys.executable, "-m", driver, *map(str, files)],
-            capture_output=True,
-            text=True,
-            timeout=spec.timeout,
-            cwd=tmp_path,
-            env=env,
-        )
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"{where}: did not end within {spec.timeout}s: {exc.stderr!r}")
-    assert result.returncode == 0, f"{where} failed:\n{result.stdout[-2000:]}{result.stderr[-4000:]}"
-    assert "Traceback" not in result.stderr, f"{where} logged an error:\n{result.stderr[-4000:]}"
-    return result
 
 
 @pytest.mark.timeout(330)
@@ -435,36 +123,6 @@ def test_skipped_snippets_say_why(block: Block) -> None:
         assert (REPO_ROOT / named).exists(), f"{block.where}: its skip names {named}, which does not exist"
     check_what_a_fragment_names(block)
     pytest.skip(f"{block.where}: {block.skip}")
-
-
-def check_what_a_fragment_names(block: Block) -> None:
-    """A block that does not run still cannot rot silently: it must parse, every ``jetstream_sync`` import it makes
-    must import, and every ``jetstream_sync.<name>`` it uses must exist (a renamed API fails here)."""
-    try:
-        tree = ast.parse(block.code, filename=block.where)
-    except SyntaxError as exc:
-        pytest.fail(f"{block.where}: the snippet does not parse: {exc}")
-    try:
-        _check_names(block, tree)
-    except ImportError as exc:
-        if "pip install 'jetstream-sync[" not in str(exc):
-            raise
-        pytest.skip(f"{block.where}: {block.skip} (its imports need an extra not installed here: {exc})")
-
-
-def _check_names(block: Block, tree: ast.AST) -> None:
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "jetstream_sync":
-            module = importlib.import_module(node.module or "")
-            for alias in node.names:
-                if alias.name != "*" and not hasattr(module, alias.name):
-                    importlib.import_module(f"{node.module}.{alias.name}")  # a submodule, or ImportError here
-        elif isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.name.split(".")[0] == "jetstream_sync":
-                    importlib.import_module(alias.name)
-        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "jetstream_sync":
-            assert hasattr(jetstream_sync, node.attr), f"{block.where}: jetstream_sync.{node.attr} does not exist"
 
 
 @pytest.mark.parametrize("page", PAGES, ids=_run_ids)
@@ -617,3 +275,106 @@ def test_an_unknown_given_is_refused(tmp_path: Path) -> None:
     page = _page(tmp_path, "# A page\n\n<!-- snippet: given (js, orders) -->\n```python\nx = 1\n```\n")
     with pytest.raises(AssertionError, match=r"no such given \['orders'\]"):
         blocks_of(page)
+
+
+def test_the_readers_servers_become_the_embedded_ones_each_host_on_a_node_the_scheme_kept() -> None:
+    code = 'connect(["nats://n1:4222", "nats://n2:4222", "tls://n1:4222"])\nurl = "jetstream://127.0.0.1:4222"\n'
+    nodes = ["nats://127.0.0.1:5001", "nats://127.0.0.1:5002"]
+    assert your_servers_to(code, nodes) == (
+        'connect(["nats://127.0.0.1:5001", "nats://127.0.0.1:5002", "tls://127.0.0.1:5001"])\n'
+        'url = "jetstream://127.0.0.1:5001"\n'
+    )
+    assert your_servers_to('"nats://host:42220", "x:8222"', nodes) == '"nats://host:42220", "x:8222"'
+
+
+def test_a_given_block_with_url_and_literals_runs_on_the_embedded_server(tmp_path: Path) -> None:
+    page = _page(
+        tmp_path,
+        """\
+        # A page
+
+        <!-- snippet: given (url, order_id="order-1", data=b"x") -->
+        ```python
+        with jetstream_sync.connect("nats://nats:4222") as mine:
+            print(order_id, data, mine.is_connected)
+        ```
+        """,
+    )
+    (block,) = blocks_of(page)
+    assert (block.given, block.bound) == (("url",), (("order_id", "'order-1'"), ("data", "b'x'")))
+    assert run_program(page, tmp_path, block=block).stdout == "order-1 b'x' True\n"
+
+
+@pytest.mark.parametrize(
+    ("mark", "refused"),
+    [
+        ("given (js, n=len('x'))", "must be a literal"),
+        ("given (revision_of_v1)", r"needs \['kv'\]"),
+        ("given (js stream)", "a given list reads"),
+        ("scenario (no-such)", "no such scenario"),
+    ],
+)
+def test_a_given_or_scenario_mark_that_cannot_run_is_refused(tmp_path: Path, mark: str, refused: str) -> None:
+    page = _page(tmp_path, f"# A page\n\n<!-- snippet: {mark} -->\n```python\nx = 1\n```\n")
+    with pytest.raises((AssertionError, pytest.fail.Exception), match=refused):
+        blocks_of(page)
+
+
+_PYTEST_PAGE = """\
+# A page
+
+<!-- snippet: pytest (conftest.py) -->
+```python
+pytest_plugins = ["jetstream_sync.testing"]
+```
+
+<!-- snippet: pytest -->
+```python
+import jetstream_sync
+
+
+def test_connects(nats_url):
+    with jetstream_sync.connect(nats_url) as nc:
+        assert nc.is_connected
+{more}```
+"""
+
+
+def test_a_pages_pytest_blocks_run_as_a_project_with_their_conftest(tmp_path: Path) -> None:
+    page = _page(tmp_path, _PYTEST_PAGE.format(more=""))
+    assert [block.pytest_file for block in blocks_of(page)] == ["conftest.py", "test_page_9.py"]
+    project = tmp_path / "project"
+    project.mkdir()
+    assert "1 passed" in run_pytest_blocks(page, project).stdout
+
+
+@pytest.mark.parametrize(
+    "more",
+    ["\n\ndef test_fails():\n    assert False\n", "\n\ndef test_skips():\n    import pytest\n\n    pytest.skip()\n"],
+    ids=["failing", "skipping"],
+)
+def test_a_pytest_block_whose_test_fails_or_skips_fails(tmp_path: Path, more: str) -> None:
+    page = _page(tmp_path, _PYTEST_PAGE.format(more=more))
+    project = tmp_path / "project"
+    project.mkdir()
+    with pytest.raises(AssertionError, match="2 tests should pass"):
+        run_pytest_blocks(page, project)
+
+
+@pytest.mark.parametrize("code", ['--8<-- "examples/no_such.py"\n', '--8 < --"examples/quickstart.py"\n', "print(1)\n"])
+def test_a_block_run_by_a_test_that_reads_neither_it_nor_its_page_fails(tmp_path: Path, code: str) -> None:
+    page = _page(
+        tmp_path, f"# A page\n\n<!-- snippet: run by (tests/server/test_examples.py) -->\n```python\n{code}```\n"
+    )
+    (block,) = blocks_of(page)
+    with pytest.raises(AssertionError, match="does not read"):
+        test_a_block_run_by_a_test_is_read_by_that_test(block)
+
+
+def test_a_scenario_whose_block_fails_fails(tmp_path: Path) -> None:
+    code = "from flask import Flask\n\njetstream = None\n\n\ndef create_app():\n    return Flask(__name__)\n"
+    page = _page(tmp_path, f"# A page\n\n<!-- snippet: scenario (flask-app) -->\n```python\n{code}```\n")
+    project = tmp_path / "project"
+    project.mkdir()
+    with pytest.raises(AssertionError, match=r"page\.md \(flask-app\) failed"):
+        run_scenario(page, "flask-app", project)

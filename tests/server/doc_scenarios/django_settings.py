@@ -31,7 +31,8 @@ AFTER = """\
 import django as _django
 
 INSTALLED_APPS = [app for app in globals().get("INSTALLED_APPS", []) if app is not ...]
-for _app in ["jetstream_sync.integrations.django"] + (["django_tasks"] if "TASKS" in globals() and _django.VERSION < (6,) else []):
+_BACKPORT = ["django_tasks"] if "TASKS" in globals() and _django.VERSION < (6,) else []
+for _app in ["jetstream_sync.integrations.django", *_BACKPORT]:
     if _app not in INSTALLED_APPS:
         INSTALLED_APPS.append(_app)
 JETSTREAM = globals().get("JETSTREAM") or {{"SERVERS": {servers!r}, "TIMEOUT": 10}}

@@ -7,8 +7,8 @@ imported: the project's modules' public names, ``request``, ``payload`` (the req
 ``timezone``, ``timedelta``, ``partial`` and the model ``Order`` (``shop.models``: an ``item``; the reader's
 own). The settings are :func:`settings_for` (this library's app, its task backend, the embedded server, a
 SQLite database). With the tasks backport (Django < 6), a module's ``from django.tasks import`` reads ``from
-django_tasks import``, as the block's comment tells the reader to write it. Afterwards every task a view enqueued (without ``run_after``) must have been enqueued, run
-by a ``TaskWorker`` and ended SUCCESSFUL, and each publish stored in the stream ORDERS.
+django_tasks import``, as the block's comment tells the reader to write it. Afterwards every task a view
+enqueued (without ``run_after``) must have been run by a ``TaskWorker`` and ended SUCCESSFUL.
 """
 
 from __future__ import annotations
@@ -52,9 +52,7 @@ def settings_for(server_url: str) -> dict[str, Any]:
         "ROOT_URLCONF": "__main__",
         "USE_TZ": True,
         "JETSTREAM": {"SERVERS": [server_url], "NAME": "shop", "TIMEOUT": 10},
-        "TASKS": {
-            "default": {"BACKEND": "jetstream_sync.integrations.django.tasks.JetStreamBackend", "QUEUES": []}
-        },
+        "TASKS": {"default": {"BACKEND": "jetstream_sync.integrations.django.tasks.JetStreamBackend", "QUEUES": []}},
     }
 
 

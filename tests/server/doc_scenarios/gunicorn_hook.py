@@ -22,7 +22,7 @@ from pathlib import Path
 from jetstream_sync.testing import EmbeddedServer
 from tests.server.doc_scenarios import block_files, your_servers_to
 
-MYAPP = '''\
+MYAPP = """\
 import os
 
 nc = None  # set in each worker by gunicorn.conf.py's post_fork
@@ -32,7 +32,7 @@ def app(environ, start_response):
     nc.flush(timeout=5)  # a round trip: this worker's client is connected
     start_response("200 OK", [("Content-Type", "text/plain")])
     return [f"{os.getpid()} {nc.connected_url}".encode()]
-'''
+"""
 
 
 def _free_port() -> int:
@@ -44,7 +44,7 @@ def _free_port() -> int:
 def _get(url: str) -> str | None:
     try:
         with urllib.request.urlopen(url, timeout=5) as response:
-            return response.read().decode()
+            return str(response.read().decode())
     except (urllib.error.URLError, ConnectionError):
         return None  # not listening yet
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import contextlib
 import time
 from pathlib import Path
 from typing import Any
@@ -31,21 +32,19 @@ def caught_up(js: jetstream_sync.JetStream, acked: int) -> bool:
     return info.ack_floor.stream_seq == acked and info.num_pending == 0 and info.num_ack_pending == 0
 
 
-async def nats_py_half(path: Path, code: str, url: str, ours: jetstream_sync.JetStream) -> None:
+async def nats_py_half(path: Path, code: str, url: str, ours: jetstream_sync.JetStream, acked: int) -> None:
     nc = await nats.connect(url)
     try:
         names: dict[str, Any] = {"js": nc.jetstream(), "nats": nats}
         compiled = compile(code, str(path), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
         loop = asyncio.ensure_future(eval(compiled, names))
         deadline = time.monotonic() + 15
-        while not caught_up_soon(ours, 10):
+        while not caught_up_soon(ours, acked):
             assert time.monotonic() < deadline and not loop.done(), f"the nats-py half: {loop!r}"
             await asyncio.sleep(0.05)  # the poll interval of this bounded wait for the loop's acks
         loop.cancel()  # a worker's shutdown; the loop must end by being cancelled, not by an error of its own
-        try:
+        with contextlib.suppress(asyncio.CancelledError):
             await loop
-        except asyncio.CancelledError:
-            pass
     finally:
         await nc.close()
 
@@ -57,27 +56,34 @@ def caught_up_soon(js: jetstream_sync.JetStream, acked: int) -> bool:
         return False  # the half has not made its consumer yet
 
 
+def run_block(path: Path, js: jetstream_sync.JetStream, url: str) -> None:
+    text = path.read_text(encoding="utf-8")
+    theirs, ours = text.split("# jetstream-sync\n")
+    assert theirs.startswith("# nats-py\n"), "the block's halves are headed # nats-py and # jetstream-sync"
+    acked = (
+        js.consumer_info("ORDERS", "dispatch").ack_floor.stream_seq if "dispatch" in js.consumer_names("ORDERS") else 0
+    )
+    for n in range(10):
+        js.publish("orders.new", b"%d" % n)
+    asyncio.run(nats_py_half(path, theirs, url, js, acked + 10))
+    for n in range(10, 20):
+        js.publish("orders.new", b"%d" % n)
+    names: dict[str, Any] = {"js": js}
+    loop = LoopThread(path, ours, names)
+    loop.start()
+    wait_until(lambda: caught_up(js, acked + 20) or not loop.is_alive(), timeout=15)
+    names["it"].stop()
+    loop.join_ok(timeout=10)
+    assert caught_up(js, acked + 20)
+    print(f"{path.name}: the nats-py half acked 10 messages, the jetstream-sync half 10 more")
+
+
 def main() -> None:
     with EmbeddedServer() as server, jetstream_sync.connect(server.url) as nc:
         js = nc.jetstream()
         js.create_stream(StreamConfig(name="ORDERS", subjects=["orders.>"]))
         for path in block_files():
-            text = path.read_text(encoding="utf-8")
-            theirs, ours = text.split("# jetstream-sync\n")
-            assert theirs.startswith("# nats-py\n"), "the block's halves are headed # nats-py and # jetstream-sync"
-            for n in range(10):
-                js.publish("orders.new", b"%d" % n)
-            asyncio.run(nats_py_half(path, theirs, server.url, js))
-            for n in range(10, 20):
-                js.publish("orders.new", b"%d" % n)
-            names: dict[str, Any] = {"js": js}
-            loop = LoopThread(path, ours, names)
-            loop.start()
-            wait_until(lambda: caught_up(js, 20) or not loop.is_alive(), timeout=15)
-            names["it"].stop()
-            loop.join_ok(timeout=10)
-            assert caught_up(js, 20)
-            print(f"{path.name}: the nats-py half acked 10 messages, the jetstream-sync half 10 more")
+            run_block(path, js, server.url)
 
 
 if __name__ == "__main__":
