@@ -2,10 +2,10 @@
 
 The fragments use the reader's ``spark`` (a SparkSession), ``url`` (their server) and ``df`` (a DataFrame of
 ``key``/``value`` rows), and the buckets PROFILES (key-value) and MEDIA (object store). The driver makes all of
-them on an embedded nats-server (``local[2]``, no UI, loopback), runs the fragments in one namespace (a later one
-may use what an earlier one made, as in a notebook), then reads back what they made: each DataFrame a fragment
-left whose plan is a batch is counted, a streaming one is checked to be streaming, and the bucket PROFILES holds
-the rows of ``df`` the write fragment wrote.
+them on an embedded nats-server (``local[2]``, no UI, the driver on 127.0.0.1), runs the fragments in one
+namespace (a later one may use what an earlier one made, as in a notebook), then reads back what they made: each
+DataFrame a fragment left whose plan is a batch is counted, a streaming one is checked to be streaming, and the
+bucket PROFILES holds the rows of ``df`` the write fragment wrote.
 """
 
 from __future__ import annotations
@@ -34,7 +34,10 @@ def main() -> None:
         media = js.create_object_store(ObjectStoreConfig(bucket="MEDIA"))
         media.put("logo.png", PNG)
         media.put("notes.txt", b"not an image")
-        spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
+        builder = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+        for key in ("spark.driver.host", "spark.driver.bindAddress"):  # loopback only
+            builder = builder.config(key, "127.0.0.1")
+        spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
         try:
             df = spark.createDataFrame([("bob", b'{"plan": "free"}')], "key string, value binary")
