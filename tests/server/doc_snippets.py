@@ -316,6 +316,19 @@ def run_program(
     return result
 
 
+def _cluster_marks(program: str) -> list[pytest.MarkDecorator]:
+    """A run that starts a cluster carries the ``cluster`` marker, as the suite's cluster tests do (CI's variant
+    runs leave them out: the main run has them)."""
+    return [pytest.mark.cluster] if "EmbeddedCluster(" in program else []
+
+
+#: the pages' programs and the given blocks as test parameters, each with its markers
+RUN_PAGE_PARAMS = [pytest.param(page, id=_run_ids(page), marks=_cluster_marks(program_of(page))) for page in RUN_PAGES]
+GIVEN_PARAMS = [
+    pytest.param(block, id=block.where, marks=_cluster_marks(given_program_of(block))) for block in GIVEN_BLOCKS
+]
+
+
 RUN_BY = [block for page in PAGES for block in blocks_of(page) if block.run_by is not None]
 
 

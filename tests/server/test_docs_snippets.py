@@ -49,7 +49,7 @@ from tests.helpers import REPO_ROOT
 from tests.server.doc_scenarios import your_servers_to
 from tests.server.doc_snippets import (
     _INCLUDED,
-    GIVEN_BLOCKS,
+    GIVEN_PARAMS,
     GUIDES,
     PAGE_TIMEOUT,
     PAGE_TIMEOUTS,
@@ -57,7 +57,7 @@ from tests.server.doc_snippets import (
     PYTEST_PAGES,
     RUN_BY,
     RUN_ELSEWHERE,
-    RUN_PAGES,
+    RUN_PAGE_PARAMS,
     SCENARIO_RUNS,
     SKIPPED,
     Block,
@@ -74,7 +74,7 @@ from tests.server.doc_snippets import (
 
 
 @pytest.mark.timeout(max(PAGE_TIMEOUTS.values()) + 30)
-@pytest.mark.parametrize("page", RUN_PAGES, ids=_run_ids)
+@pytest.mark.parametrize("page", RUN_PAGE_PARAMS)
 def test_the_pages_snippets_run_as_they_stand(page: Path, tmp_path: Path) -> None:
     result = run_program(page, tmp_path, PAGE_TIMEOUTS.get(page, PAGE_TIMEOUT))
     position = 0
@@ -85,7 +85,7 @@ def test_the_pages_snippets_run_as_they_stand(page: Path, tmp_path: Path) -> Non
 
 
 @pytest.mark.timeout(PAGE_TIMEOUT + 30)
-@pytest.mark.parametrize("block", GIVEN_BLOCKS, ids=lambda block: block.where)
+@pytest.mark.parametrize("block", GIVEN_PARAMS)
 def test_each_given_block_runs_after_its_givens(block: Block, tmp_path: Path) -> None:
     """A short fragment "on your js" stays short for its reader and still runs: after the givens it names."""
     run_program(block.page, tmp_path, block=block)
