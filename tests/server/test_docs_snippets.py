@@ -1,240 +1,82 @@
 """Every ```python block of the documentation runs, so none can rot: README.md and docs/**/*.md.
 
-The convention (docs/guides/testing.md, "The snippets of these docs", says it for writers):
+The convention (docs/guides/testing.md, "The snippets of these docs", says it for writers; the parsing and the
+runs are in tests/server/doc_snippets.py, the scenarios' drivers in tests/server/doc_scenarios/):
 
-- A page's python blocks run **in order, as one program**, in a fresh interpreter, saved to a file in a temporary
-  directory and run there, as a reader who pastes them one after the other would; a later block may use the names
-  an earlier one made. The page's program is bounded by ``PAGE_TIMEOUT`` seconds, must exit 0 and must not log a
-  traceback (a handler's exception is logged, not raised: the program would exit 0 all the same).
+- A page's unmarked python blocks run **in order, as one program**, in a fresh interpreter, saved to a file in a
+  temporary directory and run there, as a reader who pastes them one after the other would; a later block may
+  use the names an earlier one made. The page's program is bounded by ``PAGE_TIMEOUT`` seconds (a page in
+  ``PAGE_TIMEOUTS`` says why it needs longer), must exit 0 and must not log a traceback (a handler's exception
+  is logged, not raised: the program would exit 0 all the same).
 - A program that needs NATS starts its own ``EmbeddedServer`` (``jetstream_sync.testing``), as the guides' opening
   programs do: what a reader runs and what this test runs are the same text, and no port is shared between pages.
-- A block that cannot run as it stands (a settings fragment, a Celery config, a Spark job that needs Java, a
-  cluster, an API summary with your own names in it) is preceded by an HTML comment that says why and where it
-  is tested instead: ``<!-- snippet: skip (Django settings fragment; run by tests/server/integrations/django/...)
-  -->``. Each such block is reported as a pytest skip with its reason (``pytest -rs`` lists them); a mark without a
-  reason, a mark of another kind, or a mark that is not right before a python block fails.
-- A short fragment "on your js" that a reader reads in context is preceded by ``<!-- snippet: given (js, stream)
-  -->``: it runs on its own, as one program, after ``GIVEN_PREAMBLE`` (an ``EmbeddedServer`` with JetStream in a
-  temporary directory, ``nc``, ``js``) and the lines that make the ``GIVENS`` it names (``stream``: ORDERS on
-  ``orders.>``; ``kv``: the bucket ``flags``; ``handler``; ``on_error``), closing both after it; it is bounded,
-  must exit 0 and log no traceback as a page's program, and is reported as a test of its own. An unknown given is
-  refused.
+- A block that does not run as part of its page's program is preceded by a mark, an HTML comment
+  ``<!-- snippet: KIND (...) -->`` on the last non-blank line before it. A mark of no known kind, or one that is
+  not right before a python block, fails. The kinds, each run as a test of its own:
+
+  - ``given (js, stream, name=literal)``: a short fragment "on your js" runs alone, after ``GIVEN_PREAMBLE`` (an
+    ``EmbeddedServer`` with JetStream in a temporary directory, ``nc``, ``js``; ``CLUSTER_PREAMBLE``, a 3-node
+    cluster, with ``cluster`` given), the lines that make the ``GIVENS`` it names and the ``name = literal``
+    bindings it gives, closing both after it. With ``url`` or ``cluster`` given, the reader's servers in the
+    block (every ``HOST:4222``) are the embedded ones (``your_servers_to``). An unknown given is refused.
+  - ``pytest`` / ``pytest (conftest.py)``: the page's such blocks are the reader's test project, the latter its
+    conftest.py; one pytest run in a temporary directory must pass every test function they define.
+  - ``scenario (NAME)``: a part of a framework's project (a settings module, a Celery app, a gunicorn hook, a
+    Spark fragment on the reader's session, a worker's endless loop); the page's blocks of that scenario are
+    handed in order to its driver, ``tests/server/doc_scenarios/<name>.py``, which runs them as the framework
+    would (``SCENARIOS`` says which extra it needs, without which it skips, and its markers and time bound).
+  - ``run by (tests/....py)``: a whole program another test runs as it stands (a Spark job, a process pool, a
+    reproducer's minutes on a cluster); that test must read the page, or the file the block includes.
+  - ``skip (why; where it is tested)``: not run. Reported as a pytest skip with its reason (``pytest -rs`` lists
+    them); it must still parse and name only what exists, and a test file its reason names must exist. For a
+    block that cannot run here at a reasonable cost, naming the test that makes the same calls.
 - A runnable block followed by "It prints:" and a ```text block promises that output: the page's output must
   hold each such text, in the page's order.
 - A page in ``RUN_ELSEWHERE`` (the Recipes, each block a whole program) is run by its own test instead.
 - Every guide (docs/guides, docs/frameworks) opens with a program run here: its first python block comes before
-  its first section and is not skipped, unless its skip names the test under tests/ that runs it.
+  its first section and is unmarked, or marked ``run by`` a test that reads the page.
 """
 
 from __future__ import annotations
 
-import ast
-import importlib
 import re
-import subprocess
-import sys
 import textwrap
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-import jetstream_sync
 from tests.helpers import REPO_ROOT
-
-#: seconds one page's program may take (each starts an interpreter and usually an embedded nats-server)
-PAGE_TIMEOUT = 30.0
-
-#: pages whose every block is a whole program that a test of their own runs, each on its own and checking its
-#: output: not run again here, and not held to the opening-program rule (a page of many programs, no one common
-#: case)
-RUN_ELSEWHERE = {
-    REPO_ROOT / "docs" / "guides" / "recipes.md": REPO_ROOT / "tests" / "server" / "test_recipes.py",
-}
-PAGES = [
-    page for page in [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").rglob("*.md"))] if page not in RUN_ELSEWHERE
-]
-GUIDES = [page for page in PAGES if page.parent.name in ("guides", "frameworks")]
-
-_FENCE_OPEN = re.compile(r"^(?P<indent>\s*)```python\s*$")
-_MARK = re.compile(r"^\s*<!--\s*snippet:(?P<body>.*?)-->\s*$")
-_SKIP = re.compile(r"^\s*skip\s+\((?P<reason>.*\S.*)\)\s*$")
-_GIVEN = re.compile(r"^\s*given\s+\((?P<names>[\w\s,]*\w)\s*\)\s*$")
-
-#: what a ``<!-- snippet: given (...) -->`` block may take as given, each made by the lines here before the block
-#: runs (``nc`` and ``js`` always are); docs/guides/testing.md, "The snippets of these docs", lists them for writers
-GIVENS = {
-    "nc": "",
-    "js": "",
-    "stream": 'stream = js.create_stream(StreamConfig(name="ORDERS", subjects=["orders.>"]))\n',
-    "kv": 'kv = js.create_key_value(KeyValueConfig(bucket="flags", history=5))\n',
-    "handler": "def handler(msg):\n    msg.ack()\n",
-    "on_error": "def on_error(error):\n    print('on_error:', repr(error))\n",
-}
-#: the lines every given block runs after: an embedded server with JetStream in a temporary directory, ``nc``, ``js``
-GIVEN_PREAMBLE = """\
-import jetstream_sync
-from jetstream_sync import KeyValueConfig, StreamConfig
-from jetstream_sync.testing import EmbeddedServer
-
-server = EmbeddedServer()
-server.start()
-nc = jetstream_sync.connect(server.url)
-js = nc.jetstream()
-"""
+from tests.server.doc_scenarios import your_servers_to
+from tests.server.doc_snippets import (
+    _INCLUDED,
+    GIVEN_PARAMS,
+    GUIDES,
+    PAGE_TIMEOUT,
+    PAGE_TIMEOUTS,
+    PAGES,
+    PYTEST_PAGES,
+    RUN_BY,
+    RUN_ELSEWHERE,
+    RUN_PAGE_PARAMS,
+    SCENARIO_RUNS,
+    SKIPPED,
+    Block,
+    _marks_without_a_block,
+    _run_ids,
+    blocks_of,
+    check_what_a_fragment_names,
+    program_of,
+    promised_output,
+    run_program,
+    run_pytest_blocks,
+    run_scenario,
+)
 
 
-@dataclass(frozen=True)
-class Block:
-    """One ```python block of a page: where it starts (1-based line of its fence), its code, its skip reason."""
-
-    page: Path
-    line: int
-    code: str
-    skip: str | None
-    given: tuple[str, ...] | None = None
-
-    @property
-    def in_the_pages_program(self) -> bool:
-        """Neither skipped nor run on its own after givens."""
-        return self.skip is None and self.given is None
-
-    @property
-    def where(self) -> str:
-        page = self.page.relative_to(REPO_ROOT) if self.page.is_relative_to(REPO_ROOT) else self.page.name
-        return f"{page}:{self.line}"
-
-
-def _mark_before(lines: list[str], fence: int) -> str | None:
-    """The text of the ``<!-- snippet: ... -->`` comment on the last non-blank line before ``fence``, if any."""
-    index = fence - 1
-    while index >= 0 and not lines[index].strip():
-        index -= 1
-    found = _MARK.match(lines[index]) if index >= 0 else None
-    return found.group("body") if found else None
-
-
-def blocks_of(page: Path) -> list[Block]:
-    """The python blocks of ``page`` in order, dedented (a block may sit in a list item); a malformed mark fails."""
-    lines = page.read_text(encoding="utf-8").splitlines()
-    found: list[Block] = []
-    index = 0
-    while index < len(lines):
-        opening = _FENCE_OPEN.match(lines[index])
-        if opening is None:
-            index += 1
-            continue
-        end = index + 1
-        while end < len(lines) and lines[end].strip() != "```":
-            end += 1
-        assert end < len(lines), f"{page}:{index + 1}: a python block that never closes"
-        body = _mark_before(lines, index)
-        skip = None
-        given = None
-        if body is not None:
-            skipped, givens = _SKIP.match(body), _GIVEN.match(body)
-            assert skipped or givens, (
-                f"{page}:{index + 1}: a snippet mark must read 'skip (why; where it is tested)' "
-                f"or 'given (js, stream, ...)': {body!r}"
-            )
-            if skipped:
-                skip = skipped.group("reason").strip()
-            else:
-                given = tuple(name.strip() for name in givens.group("names").split(","))  # type: ignore[union-attr]
-                unknown = [name for name in given if name not in GIVENS]
-                assert not unknown, f"{page}:{index + 1}: no such given {unknown}; the givens are {sorted(GIVENS)}"
-        code = textwrap.dedent("\n".join(lines[index + 1 : end])) + "\n"
-        found.append(Block(page, index + 1, code, skip, given))
-        index = end + 1
-    return found
-
-
-def _marks_without_a_block(page: Path) -> list[int]:
-    """Lines of ``page`` holding a snippet mark that is not right before a python block (a mark left behind)."""
-    lines = page.read_text(encoding="utf-8").splitlines()
-    stray = []
-    fenced = False  # inside a fenced block: a mark shown as an example there is text, not a mark
-    for index, line in enumerate(lines):
-        if line.lstrip().startswith("```"):
-            fenced = not fenced
-        elif _MARK.match(line) and not fenced:
-            after = index + 1
-            while after < len(lines) and not lines[after].strip():
-                after += 1
-            if after == len(lines) or not _FENCE_OPEN.match(lines[after]):
-                stray.append(index + 1)
-    return stray
-
-
-def _run_ids(page: Path) -> str:
-    return str(page.relative_to(REPO_ROOT))
-
-
-RUN_PAGES = [page for page in PAGES if any(block.in_the_pages_program for block in blocks_of(page))]
-SKIPPED = [block for page in PAGES for block in blocks_of(page) if block.skip is not None]
-
-
-_PRINTS = re.compile(r"^```\n\s*It prints:\n\n```text\n(?P<text>.*?)^```$", re.MULTILINE | re.DOTALL)
-
-
-GIVEN_BLOCKS = [block for page in PAGES for block in blocks_of(page) if block.given is not None]
-
-
-def given_program_of(block: Block) -> str:
-    """A given block's program: the preamble, the givens it names, then the block, everything closed after it."""
-    assert block.given is not None
-    made = "".join(GIVENS[name] for name in GIVENS if name in block.given)
-    body = textwrap.indent(f"# {block.where}\n{block.code}", "    ")
-    return f"{GIVEN_PREAMBLE}try:\n{textwrap.indent(made, '    ')}{body}finally:\n    nc.close()\n    server.stop()\n"
-
-
-def promised_output(page: Path) -> list[str]:
-    """What the page says its runnable blocks print: each "It prints:" text block right after a python block that
-    is not skipped, in order."""
-    lines = page.read_text(encoding="utf-8").splitlines(keepends=True)
-    promised = []
-    for block in blocks_of(page):
-        if not block.in_the_pages_program:
-            continue
-        close = block.line + block.code.count("\n")  # the index of the block's closing fence
-        found = _PRINTS.match("".join(lines[close:]))
-        if found:
-            promised.append(found.group("text"))
-    return promised
-
-
-def program_of(page: Path) -> str:
-    """The page's program: its runnable blocks in order, each headed by a comment naming its line."""
-    parts = [f"# {block.where}\n{block.code}" for block in blocks_of(page) if block.in_the_pages_program]
-    return "\n".join(parts)
-
-
-def run_program(
-    page: Path, tmp_path: Path, timeout: float = PAGE_TIMEOUT, *, block: Block | None = None
-) -> subprocess.CompletedProcess[str]:
-    """Run the page's program (or one given ``block``'s) as a reader would: saved to a file of its own and run
-    there by a fresh interpreter. Fails the test when it does not end within ``timeout`` seconds (a snippet that
-    hangs), exits other than 0 or logs a traceback."""
-    name = _run_ids(page) if page.is_relative_to(REPO_ROOT) else page.name
-    if block is not None:
-        name = block.where
-    program = tmp_path / f"{page.stem.replace('-', '_')}_snippets.py"
-    program.write_text(program_of(page) if block is None else given_program_of(block), encoding="utf-8")
-    try:
-        result = subprocess.run(
-            [sys.executable, str(program)], capture_output=True, text=True, timeout=timeout, cwd=tmp_path
-        )
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"{name}: its snippets did not end within {timeout}s (one hangs?): {exc.stderr!r}")
-    assert result.returncode == 0, f"{name}'s snippets failed:\n{result.stderr[-4000:]}"
-    assert "Traceback" not in result.stderr, f"{name}'s snippets logged an error:\n{result.stderr[-4000:]}"
-    return result
-
-
-@pytest.mark.timeout(PAGE_TIMEOUT + 30)
-@pytest.mark.parametrize("page", RUN_PAGES, ids=_run_ids)
+@pytest.mark.timeout(max(PAGE_TIMEOUTS.values()) + 30)
+@pytest.mark.parametrize("page", RUN_PAGE_PARAMS)
 def test_the_pages_snippets_run_as_they_stand(page: Path, tmp_path: Path) -> None:
-    result = run_program(page, tmp_path)
+    result = run_program(page, tmp_path, PAGE_TIMEOUTS.get(page, PAGE_TIMEOUT))
     position = 0
     for text in promised_output(page):
         found = result.stdout.find(text, position)
@@ -243,10 +85,34 @@ def test_the_pages_snippets_run_as_they_stand(page: Path, tmp_path: Path) -> Non
 
 
 @pytest.mark.timeout(PAGE_TIMEOUT + 30)
-@pytest.mark.parametrize("block", GIVEN_BLOCKS, ids=lambda block: block.where)
+@pytest.mark.parametrize("block", GIVEN_PARAMS)
 def test_each_given_block_runs_after_its_givens(block: Block, tmp_path: Path) -> None:
     """A short fragment "on your js" stays short for its reader and still runs: after the givens it names."""
     run_program(block.page, tmp_path, block=block)
+
+
+@pytest.mark.parametrize("block", RUN_BY, ids=lambda block: block.where)
+def test_a_block_run_by_a_test_is_read_by_that_test(block: Block) -> None:
+    """A block another test runs as it stands (a Spark job, a process pool, a reproducer's minutes on a cluster)
+    names that test, which must read the page, or the file the block includes (``--8<-- "examples/..."``)."""
+    assert block.run_by is not None
+    test = REPO_ROOT / block.run_by
+    assert test.exists(), f"{block.where}: its mark names {block.run_by}, which does not exist"
+    included = _INCLUDED.match(block.code.strip())
+    read = Path(included.group("path")).name if included else block.page.name
+    assert read in test.read_text(encoding="utf-8"), f"{block.where}: {block.run_by} does not read {read}"
+
+
+@pytest.mark.timeout(PAGE_TIMEOUT + 30)
+@pytest.mark.parametrize("page", PYTEST_PAGES, ids=_run_ids)
+def test_the_pages_pytest_blocks_pass_as_a_test_project(page: Path, tmp_path: Path) -> None:
+    run_pytest_blocks(page, tmp_path)
+
+
+@pytest.mark.timeout(330)
+@pytest.mark.parametrize(("page", "scenario"), SCENARIO_RUNS)
+def test_the_pages_scenario_blocks_run_in_their_framework(page: Path, scenario: str, tmp_path: Path) -> None:
+    run_scenario(page, scenario, tmp_path)
 
 
 @pytest.mark.parametrize("block", SKIPPED, ids=lambda block: block.where)
@@ -259,36 +125,6 @@ def test_skipped_snippets_say_why(block: Block) -> None:
     pytest.skip(f"{block.where}: {block.skip}")
 
 
-def check_what_a_fragment_names(block: Block) -> None:
-    """A block that does not run still cannot rot silently: it must parse, every ``jetstream_sync`` import it makes
-    must import, and every ``jetstream_sync.<name>`` it uses must exist (a renamed API fails here)."""
-    try:
-        tree = ast.parse(block.code, filename=block.where)
-    except SyntaxError as exc:
-        pytest.fail(f"{block.where}: the snippet does not parse: {exc}")
-    try:
-        _check_names(block, tree)
-    except ImportError as exc:
-        if "pip install 'jetstream-sync[" not in str(exc):
-            raise
-        pytest.skip(f"{block.where}: {block.skip} (its imports need an extra not installed here: {exc})")
-
-
-def _check_names(block: Block, tree: ast.AST) -> None:
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "jetstream_sync":
-            module = importlib.import_module(node.module or "")
-            for alias in node.names:
-                if alias.name != "*" and not hasattr(module, alias.name):
-                    importlib.import_module(f"{node.module}.{alias.name}")  # a submodule, or ImportError here
-        elif isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.name.split(".")[0] == "jetstream_sync":
-                    importlib.import_module(alias.name)
-        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "jetstream_sync":
-            assert hasattr(jetstream_sync, node.attr), f"{block.where}: jetstream_sync.{node.attr} does not exist"
-
-
 @pytest.mark.parametrize("page", PAGES, ids=_run_ids)
 def test_every_snippet_mark_sits_right_before_a_python_block(page: Path) -> None:
     stray = _marks_without_a_block(page)
@@ -298,20 +134,17 @@ def test_every_snippet_mark_sits_right_before_a_python_block(page: Path) -> None
 @pytest.mark.parametrize("page", GUIDES, ids=_run_ids)
 def test_every_guide_opens_with_a_program_that_runs(page: Path) -> None:
     """The common case first: the guide's first python block comes before its first section (``## ``), and it is
-    run by this module or its skip names the test under tests/ that runs it."""
+    run by this module as a part of the page's program, or by the test its ``run by`` mark names."""
     text = page.read_text(encoding="utf-8")
     blocks = blocks_of(page)
     assert blocks, f"{_run_ids(page)} has no python block: open it with a program of the common case"
     first = blocks[0]
     first_section = next((n for n, line in enumerate(text.splitlines(), 1) if line.startswith("## ")), None)
     assert first_section is None or first.line < first_section, f"{first.where}: the opening program comes late"
-    assert first.given is None, f"{first.where}: the opening program must stand alone, without givens"
-    if first.skip is not None:
-        runner = re.search(r"run by (tests/[\w/.-]*\w)", first.skip)
-        assert runner, f"{first.where}: the opening program does not run (nor names the test that runs it)"
-        assert page.name in (REPO_ROOT / runner.group(1)).read_text(encoding="utf-8"), (
-            f"{first.where}: {runner.group(1)} does not read {page.name}, so it cannot run its opening program"
-        )
+    assert first.in_the_pages_program or first.run_by is not None, (
+        f"{first.where}: the opening program must stand alone and run here, or be marked 'run by (tests/...)' "
+        "by a test that runs it (test_a_block_run_by_a_test_is_read_by_that_test checks that test reads the page)"
+    )
 
 
 def _page(tmp_path: Path, text: str) -> Path:
@@ -442,3 +275,106 @@ def test_an_unknown_given_is_refused(tmp_path: Path) -> None:
     page = _page(tmp_path, "# A page\n\n<!-- snippet: given (js, orders) -->\n```python\nx = 1\n```\n")
     with pytest.raises(AssertionError, match=r"no such given \['orders'\]"):
         blocks_of(page)
+
+
+def test_the_readers_servers_become_the_embedded_ones_each_host_on_a_node_the_scheme_kept() -> None:
+    code = 'connect(["nats://n1:4222", "nats://n2:4222", "tls://n1:4222"])\nurl = "jetstream://127.0.0.1:4222"\n'
+    nodes = ["nats://127.0.0.1:5001", "nats://127.0.0.1:5002"]
+    assert your_servers_to(code, nodes) == (
+        'connect(["nats://127.0.0.1:5001", "nats://127.0.0.1:5002", "tls://127.0.0.1:5001"])\n'
+        'url = "jetstream://127.0.0.1:5001"\n'
+    )
+    assert your_servers_to('"nats://host:42220", "x:8222"', nodes) == '"nats://host:42220", "x:8222"'
+
+
+def test_a_given_block_with_url_and_literals_runs_on_the_embedded_server(tmp_path: Path) -> None:
+    page = _page(
+        tmp_path,
+        """\
+        # A page
+
+        <!-- snippet: given (url, order_id="order-1", data=b"x") -->
+        ```python
+        with jetstream_sync.connect("nats://nats:4222") as mine:
+            print(order_id, data, mine.is_connected)
+        ```
+        """,
+    )
+    (block,) = blocks_of(page)
+    assert (block.given, block.bound) == (("url",), (("order_id", "'order-1'"), ("data", "b'x'")))
+    assert run_program(page, tmp_path, block=block).stdout == "order-1 b'x' True\n"
+
+
+@pytest.mark.parametrize(
+    ("mark", "refused"),
+    [
+        ("given (js, n=len('x'))", "must be a literal"),
+        ("given (revision_of_v1)", r"needs \['kv'\]"),
+        ("given (js stream)", "a given list reads"),
+        ("scenario (no-such)", "no such scenario"),
+    ],
+)
+def test_a_given_or_scenario_mark_that_cannot_run_is_refused(tmp_path: Path, mark: str, refused: str) -> None:
+    page = _page(tmp_path, f"# A page\n\n<!-- snippet: {mark} -->\n```python\nx = 1\n```\n")
+    with pytest.raises((AssertionError, pytest.fail.Exception), match=refused):
+        blocks_of(page)
+
+
+_PYTEST_PAGE = """\
+# A page
+
+<!-- snippet: pytest (conftest.py) -->
+```python
+pytest_plugins = ["jetstream_sync.testing"]
+```
+
+<!-- snippet: pytest -->
+```python
+import jetstream_sync
+
+
+def test_connects(nats_url):
+    with jetstream_sync.connect(nats_url) as nc:
+        assert nc.is_connected
+{more}```
+"""
+
+
+def test_a_pages_pytest_blocks_run_as_a_project_with_their_conftest(tmp_path: Path) -> None:
+    page = _page(tmp_path, _PYTEST_PAGE.format(more=""))
+    assert [block.pytest_file for block in blocks_of(page)] == ["conftest.py", "test_page_9.py"]
+    project = tmp_path / "project"
+    project.mkdir()
+    assert "1 passed" in run_pytest_blocks(page, project).stdout
+
+
+@pytest.mark.parametrize(
+    "more",
+    ["\n\ndef test_fails():\n    assert False\n", "\n\ndef test_skips():\n    import pytest\n\n    pytest.skip()\n"],
+    ids=["failing", "skipping"],
+)
+def test_a_pytest_block_whose_test_fails_or_skips_fails(tmp_path: Path, more: str) -> None:
+    page = _page(tmp_path, _PYTEST_PAGE.format(more=more))
+    project = tmp_path / "project"
+    project.mkdir()
+    with pytest.raises(AssertionError, match="2 tests should pass"):
+        run_pytest_blocks(page, project)
+
+
+@pytest.mark.parametrize("code", ['--8<-- "examples/no_such.py"\n', '--8 < --"examples/quickstart.py"\n', "print(1)\n"])
+def test_a_block_run_by_a_test_that_reads_neither_it_nor_its_page_fails(tmp_path: Path, code: str) -> None:
+    page = _page(
+        tmp_path, f"# A page\n\n<!-- snippet: run by (tests/server/test_examples.py) -->\n```python\n{code}```\n"
+    )
+    (block,) = blocks_of(page)
+    with pytest.raises(AssertionError, match="does not read"):
+        test_a_block_run_by_a_test_is_read_by_that_test(block)
+
+
+def test_a_scenario_whose_block_fails_fails(tmp_path: Path) -> None:
+    code = "from flask import Flask\n\njetstream = None\n\n\ndef create_app():\n    return Flask(__name__)\n"
+    page = _page(tmp_path, f"# A page\n\n<!-- snippet: scenario (flask-app) -->\n```python\n{code}```\n")
+    project = tmp_path / "project"
+    project.mkdir()
+    with pytest.raises(AssertionError, match=r"page\.md \(flask-app\) failed"):
+        run_scenario(page, "flask-app", project)
