@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ... import errors
-from ..._validate import check_callable, check_name, to_seconds
+from ..._validate import check_callable, check_int, check_name, to_seconds
 from ...message import Msg
 from ...models import (
     AckPolicy,
@@ -28,6 +28,7 @@ from ...models import (
     StreamSource,
     SubjectTransform,
 )
+from ..consumers import ConsumeOptions
 from ._layout import (
     DEFAULT_ACK_WAIT,
     PRIORITY_GROUP,
@@ -55,7 +56,26 @@ __all__ = ["GroupMemberStatus", "PartitionedGroups"]
 log = logging.getLogger("jetstream_sync")
 
 #: consume() options a member sets itself
-_MEMBER_OWNED = ("priority_group", "expires", "options")
+_MEMBER_OWNED = ("priority_group", "expires", "options", "min_pending", "min_ack_pending", "priority")
+#: consume() keywords a member passes on besides ConsumeOptions' fields
+_CONSUME_KEYWORDS = ("workers", "error_handler", "auto_in_progress", "deferred_ack")
+
+
+def _check_consume_options(given: dict[str, Any]) -> None:
+    """The consume() options of a member, checked as consume() would before anything is sent."""
+    pull_fields = set(attrs.fields_dict(ConsumeOptions))
+    pull: dict[str, Any] = {}
+    for name, value in given.items():
+        if name in _MEMBER_OWNED:
+            raise errors.InvalidArgumentError(name, "is set by the group (priority group PCG, expiry from ack_wait)")
+        if name in pull_fields:
+            pull[name] = value
+        elif name not in _CONSUME_KEYWORDS:
+            raise errors.InvalidArgumentError(name, "is not an option of a group member (consume()'s options are)")
+    ConsumeOptions(**pull)
+    check_int("workers", given.get("workers", 1), minimum=1)
+    if given.get("error_handler") is not None:
+        check_callable("error_handler", given["error_handler"])
 
 
 @attrs.frozen(kw_only=True)
@@ -365,11 +385,7 @@ class PartitionedGroups:
         if ordered_by is not None:
             check_callable("ordered_by", ordered_by)
         seconds = to_seconds("ack_wait", ack_wait)
-        for name in _MEMBER_OWNED:
-            if name in consume_options:
-                raise errors.InvalidArgumentError(
-                    name, "is set by the group (priority group PCG, expiry from ack_wait)"
-                )
+        _check_consume_options(consume_options)
         template = consumer_config or ConsumerConfig(ack_policy=AckPolicy.EXPLICIT)
         if not isinstance(template, ConsumerConfig):
             raise errors.InvalidTypeError("consumer_config", f"must be a ConsumerConfig, got {type(template).__name__}")

@@ -268,7 +268,7 @@ class StaticGroupConfig:
                 member_mappings=[MemberMapping.from_json(m) for m in data.get("member_mappings") or ()] or None,
             )
             config.check()
-        except errors.InvalidArgumentError as exc:  # InvalidTypeError too
+        except (errors.InvalidArgumentError, errors.InvalidTypeError, TypeError) as exc:
             raise errors.ConsumerGroupError(f"{what}: the stored config is not valid: {exc}") from exc
         return config
 

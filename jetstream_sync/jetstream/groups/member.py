@@ -42,6 +42,7 @@ from ..._validate import check_timeout
 from ...message import Msg
 from ...models import ConsumerConfig, KeyValueEntry, PriorityPolicy
 from ..consumers import ConsumeContext, Consumer, ConsumeStats
+from ..consumers._reads import raised_by_user_code
 from ._layout import (
     PRIORITY_GROUP,
     config_key,
@@ -375,6 +376,8 @@ class GroupMember:
             return
         options = dict(self._consume_options)
         options.update(priority_group=PRIORITY_GROUP, expires=pull_expiry(self._ack_wait))
+        if options.get("error_handler") is None:
+            options["error_handler"] = self._report
         if self._ordered_by is not None:
             options["ordered_by"] = _key_on_published_subject(self._ordered_by)
         context = consumer.consume(self._run_handler, **options)
@@ -412,6 +415,14 @@ class GroupMember:
             return self.js.create_consumer(self._consume_stream, config)
         except errors.ConsumerExistsError:
             return None
+
+    def _report(self, exc: BaseException) -> None:
+        """The callbacks thread, without an error handler of the user's: a pin taken or moved is what a group
+        does (INFO); anything else is logged at WARNING, as a consume does."""
+        if isinstance(exc, (errors.ConsumerPinnedEvent, errors.PinIdMismatchError)):
+            log.info("group member %s: %s", self.member, exc)
+        else:
+            log.warning("group member %s: %s", self.member, exc, exc_info=raised_by_user_code(exc))
 
     def _run_handler(self, msg: Msg) -> object:
         """A consume thread (or worker): the user's handler on the message as published."""
