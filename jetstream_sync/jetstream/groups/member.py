@@ -26,6 +26,7 @@ longer than the pin timeout (one that was killed).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import random
 import threading
@@ -136,6 +137,7 @@ class GroupMember:
         self._absent_since: dict[str, float] = {}
         self._next_prune = 0.0
         self._group_deleted = False
+        self._failing = False  # the last control step failed (said once at WARNING)
         self._stopping = threading.Event()
         self.closed = threading.Event()
         #: why the member ended on its own (a ConsumerGroupError, or what the handler raised to end it); None
@@ -259,12 +261,30 @@ class GroupMember:
                 log.info("group member %s: the consumer groups' bucket is gone; leaving", self.member)
                 self._group_deleted = True
                 return
-            if entry is not None and not self._on_entry(entry):
+            if entry is not None and not self._guarded(functools.partial(self._on_entry, entry)):
                 return
             now = time.monotonic()
             if now >= next_tick and self._config is not None:
-                self._tick(now)
+                self._guarded(functools.partial(self._tick, now))
                 next_tick = now + _POLL * 2
+
+    def _guarded(self, step: Callable[[], bool | None]) -> bool:
+        """Run a step of the control loop; a failure the next attempt may not meet (a timeout, a disconnect, a
+        cluster electing a leader) is logged (WARNING once, until a step succeeds again) and retried on the next
+        tick instead of ending the member. False when the step says the member must end."""
+        try:
+            result = step()
+        except (errors.ConnectionClosedError, errors.ConsumerGroupError):
+            raise
+        except errors.JetStreamError as exc:
+            level = logging.DEBUG if self._failing else logging.WARNING
+            log.log(level, "group member %s of %s.%s: %r; trying again", self.member, self.stream, self.group, exc)
+            self._failing = True
+            return True
+        if self._failing:
+            log.info("group member %s of %s.%s: working again", self.member, self.stream, self.group)
+            self._failing = False
+        return result is not False
 
     def _on_entry(self, entry: KeyValueEntry) -> bool:
         """A change of the group's key; False when the member must end."""
