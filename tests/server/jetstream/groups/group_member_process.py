@@ -1,8 +1,9 @@
 """One member process of the partitioned-group acceptance test (test_group_processes.py).
 
-    python group_member_process.py URL STREAM GROUP MEMBER RECORDS_FILE
+    python group_member_process.py URL STREAM GROUP MEMBER RECORDS_FILE [auto|fixed [MAX_ACK_PENDING]]
 
-Joins the elastic group with auto_membership and two workers keyed by subject. For each message it records
+Joins the elastic group (with auto_membership unless ``fixed``: then the membership is the test's to edit) with
+two workers keyed by subject. For each message it records
 ``key seq start_ns end_ns member`` (the handling interval, monotonic clock, shared by every process on the
 machine) with one write(2) before acking, so a SIGKILL loses no record of a message it acked. SIGTERM leaves
 the group and exits 0.
@@ -18,11 +19,13 @@ import threading
 import time
 
 import jetstream_sync
-from jetstream_sync import PartitionedGroups
+from jetstream_sync import AckPolicy, ConsumerConfig, PartitionedGroups
 
 
 def main() -> int:
     url, stream, group, member, records = sys.argv[1:6]
+    auto = sys.argv[6:7] != ["fixed"]
+    template = ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, max_ack_pending=int(sys.argv[7]) if sys.argv[7:] else None)
     logging.basicConfig(level=logging.WARNING, format=f"%(asctime)s {member} %(threadName)s %(message)s")
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda _signum, _frame: stop.set())
@@ -43,7 +46,8 @@ def main() -> int:
             member,
             handle,
             ack_wait=2,
-            auto_membership=True,
+            auto_membership=auto,
+            consumer_config=template,
             workers=2,
             ordered_by=lambda msg: msg.subject,
         )

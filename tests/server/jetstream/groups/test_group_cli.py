@@ -97,7 +97,5 @@ def test_the_cli_creates_edits_inspects_and_deletes_groups(js, name, nats_server
 
     status, out, err = cli("--server", url, "static", "info", name, "nope")
     assert (status, out) == (1, "")
-    assert (
-        err
-        == f"error: no static consumer group 'nope' on stream {name!r} (no key '{name}.nope' in 'static-consumer-groups')\n"
-    )
+    missing = f"no static consumer group 'nope' on stream {name!r} (no key '{name}.nope' in 'static-consumer-groups')"
+    assert err == f"error: {missing}\n"

@@ -130,7 +130,7 @@ def test_one_instance_of_a_member_reads_and_another_takes_over_when_it_leaves(js
             js.publish(f"{name}.k{i}", b"x")
         wait_until(lambda: sum(counts.values()) == 20, timeout=10)
         assert len(counts) == 1  # pinned: one instance reads
-        reading, waiting = (first, second) if counts["first"] else (second, first)
+        reading, _waiting = (first, second) if counts["first"] else (second, first)
         reading.stop(timeout=10)
         for i in range(20):
             js.publish(f"{name}.k{i}", b"x")

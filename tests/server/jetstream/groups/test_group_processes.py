@@ -31,9 +31,9 @@ _MESSAGES = 30_000
 _PARTITIONS = 12
 
 
-def _start(url: str, stream: str, group: str, member: str, records: Path) -> subprocess.Popen[str]:
+def _start(url: str, stream: str, group: str, member: str, records: Path, *mode: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, str(_SCRIPT), url, stream, group, member, str(records)],
+        [sys.executable, str(_SCRIPT), url, stream, group, member, str(records), *mode],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -55,11 +55,13 @@ def _handled(paths: list[Path]) -> int:
     return len({(r[0], r[1]) for r in _read_records(paths)})
 
 
-def _check_history(records: list[tuple[str, int, int, int, str]]) -> None:
+def _check_history(
+    records: list[tuple[str, int, int, int, str]], keys: int = _KEYS, per_key: int = _MESSAGES // _KEYS
+) -> None:
     by_key: dict[str, list[tuple[str, int, int, int, str]]] = collections.defaultdict(list)
     for record in records:
         by_key[record[0]].append(record)
-    assert len(by_key) == _KEYS
+    assert len(by_key) == keys
     for key, handlings in by_key.items():
         handlings.sort(key=lambda r: r[2])
         seen: set[int] = set()
@@ -74,7 +76,7 @@ def _check_history(records: list[tuple[str, int, int, int, str]]) -> None:
                 assert start >= busy_until, f"{key}: {member} started seq {seq} while {busy_member} still handled one"
             if end > busy_until:
                 busy_until, busy_member = end, member
-        assert contiguous == _MESSAGES // _KEYS, f"{key}: only 1..{contiguous} handled"
+        assert contiguous == per_key, f"{key}: only 1..{contiguous} handled"
 
 
 def test_members_join_leave_and_die_while_the_group_keeps_order(js, name, nats_server, tmp_path):
@@ -145,6 +147,71 @@ def test_members_join_leave_and_die_while_the_group_keeps_order(js, name, nats_s
         assert groups.elastic_config(stream, group).members is None  # every member left
     finally:
         for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+
+
+@pytest.mark.parametrize(
+    ("records", "says"),
+    [
+        ([("k", 1, 0, 10, "a"), ("k", 2, 5, 20, "b")], "b started seq 2 while a still handled one"),
+        ([("k", 2, 0, 10, "a"), ("k", 1, 20, 30, "a")], "seq 2 handled by a before seq 1"),
+        ([("k", 1, 0, 10, "a")], "only 1..1 handled"),
+    ],
+)
+def test_the_history_check_fails_on_overlap_disorder_and_loss(records, says):
+    with pytest.raises(AssertionError, match=says):
+        _check_history(records, keys=1, per_key=2)
+
+
+def test_the_history_check_accepts_a_redelivery_after_later_messages():
+    _check_history(
+        [("k", 1, 0, 10, "a"), ("k", 2, 10, 20, "a"), ("k", 1, 30, 40, "b"), ("k", 2, 40, 50, "b")], keys=1, per_key=2
+    )
+
+
+def test_a_killed_instance_hands_its_member_over_to_a_standby_after_the_pin_timeout(js, name, nats_server, tmp_path):
+    """Two processes run member "m" (the membership is the test's: no auto membership); the one pinned reads,
+    the other waits. SIGKILL the reader: after the pin timeout (the ack wait, 2 s) the standby reads on, in
+    order, and nothing is lost. In order because max_ack_pending is 1: with more, what the killed instance held
+    is redelivered after its ack wait, which may come after the standby got newer messages (as in orbit; the
+    Scaling out guide says so)."""
+    stream, group, keys, per_key = name, "ha", 20, 100
+    js.create_stream(StreamConfig(name=stream, subjects=[f"{name}.*"]))
+    groups = PartitionedGroups(js)
+    groups.create_elastic(
+        stream, group, 4, partitioning_filters=[PartitioningFilter(filter=f"{name}.*", partitioning_wildcards=[1])]
+    )
+    groups.add_members(stream, group, ["m"])
+    files = [tmp_path / "first.records", tmp_path / "second.records"]
+    procs = [_start(nats_server.url, stream, group, "m", path, "fixed", "1") for path in files]
+    try:
+        wait_until(
+            lambda: groups.member_status(stream, group, elastic=True)[0].num_waiting >= 2, timeout=30, interval=0.1
+        )
+        for seq in range(1, per_key // 2 + 1):
+            for key in range(keys):
+                js.publish_async(f"{name}.k{key}", str(seq).encode())
+        js.publish_async_complete(timeout=30)
+        wait_until(lambda: _handled(files) == keys * per_key // 2, timeout=30, interval=0.1)
+        readers = [i for i, path in enumerate(files) if path.exists() and path.stat().st_size]
+        assert len(readers) == 1  # pinned: one instance read everything
+        procs[readers[0]].send_signal(signal.SIGKILL)
+        killed = time.monotonic()
+        for seq in range(per_key // 2 + 1, per_key + 1):
+            for key in range(keys):
+                js.publish_async(f"{name}.k{key}", str(seq).encode())
+        js.publish_async_complete(timeout=30)
+        wait_until(lambda: _handled(files) == keys * per_key, timeout=30, interval=0.1)
+        took = time.monotonic() - killed
+        assert 1.0 < took < 15, took  # not before the pin timed out; well within a few of them
+        standby = 1 - readers[0]
+        procs[standby].send_signal(signal.SIGTERM)
+        assert procs[standby].wait(timeout=30) == 0
+        _check_history(_read_records(files), keys=keys, per_key=per_key)
+    finally:
+        for proc in procs:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait(timeout=10)
