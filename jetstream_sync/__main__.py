@@ -31,7 +31,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, TextIO
@@ -257,26 +257,36 @@ def _run_until_stopped(server: EmbeddedServer, info: dict[str, object], *, kept:
         server.stop()  # a second time does nothing; here for the paths above that did not stop it
 
 
-def _group(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """``group``: connect, run the partitioned-group command; expected failures are one line on stderr."""
-    servers = tuple(url.strip() for url in args.server.split(",") if url.strip())
-    answer = sys.stdin if sys.stdin is not None and sys.stdin.isatty() else None
+def _run_connected(args: argparse.Namespace, urls: str, name: str, err: TextIO, run: Callable[[Client], int]) -> int:
+    """Connect with the command line's settings and ``run(client)``; the expected failures (refused, timed out,
+    credentials rejected, a missing file, what the server refused) are one line on stderr and exit status 1."""
+    servers = tuple(url.strip() for url in urls.split(",") if url.strip())
     try:
         settings = ConnectionSettings(
             servers=servers,
-            name="jetstream-sync-group",
+            name=name,
             user=args.user,
             password=args.password,
             token=args.token,
             credentials=args.creds,
+            nkey_seed_file=getattr(args, "nkey_seed_file", None),
+            tls_ca_file=getattr(args, "tls_ca_file", None),
+            tls_cert_file=getattr(args, "tls_cert_file", None),
+            tls_key_file=getattr(args, "tls_key_file", None),
+            tls_hostname=getattr(args, "tls_hostname", None),
             connect_timeout=args.timeout,
             timeout=args.timeout,
         )
         with settings.connect() as client:
-            return run_group_command(args, client, out, answer)
+            return run(client)
     except (errors.JetStreamError, OSError) as exc:  # expected failures: one line, no traceback
         err.write("error: " + " ".join(str(exc).split()) + "\n")
         return 1
+
+
+def _pinged(client: Client, args: argparse.Namespace, out: TextIO) -> int:
+    _ping(client, args.count, args.timeout, out)
+    return 0
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
@@ -292,32 +302,15 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
     if args.command == "server":
         return _serve(args.port, args.store_dir, out, err)
     if args.command == "group":
-        return _group(args, out, err)
+        if args.timeout <= 0:
+            parser.error("--timeout must be > 0")
+        answer = sys.stdin if sys.stdin is not None and sys.stdin.isatty() else None
+        return _run_connected(
+            args, args.server, "jetstream-sync-group", err, lambda c: run_group_command(args, c, out, answer)
+        )
     if args.timeout <= 0 or args.count < 1:
         parser.error("--timeout must be > 0 and --count >= 1")
-    servers = tuple(url.strip() for url in args.url.split(",") if url.strip())
-    try:
-        settings = ConnectionSettings(
-            servers=servers,
-            name=args.name,
-            user=args.user,
-            password=args.password,
-            token=args.token,
-            credentials=args.creds,
-            nkey_seed_file=args.nkey_seed_file,
-            tls_ca_file=args.tls_ca_file,
-            tls_cert_file=args.tls_cert_file,
-            tls_key_file=args.tls_key_file,
-            tls_hostname=args.tls_hostname,
-            connect_timeout=args.timeout,
-            timeout=args.timeout,
-        )
-        with settings.connect() as client:
-            _ping(client, args.count, args.timeout, out)
-    except (errors.JetStreamError, OSError) as exc:  # expected failures: one line, no traceback
-        err.write("error: " + " ".join(str(exc).split()) + "\n")
-        return 1
-    return 0
+    return _run_connected(args, args.url, args.name, err, lambda c: _pinged(c, args, out))
 
 
 if __name__ == "__main__":

@@ -41,28 +41,25 @@ def check_group_names(stream: object, group: object) -> tuple[str, str]:
     return check_name("stream", stream), check_name("group", group)
 
 
-def _int_list(field: str, value: object) -> list[int] | None:
+def _list_of(field: str, value: object, kind: type[Any], noun: str) -> list[Any] | None:
+    """A list whose items are all ``kind`` (a bool is no int), or None."""
     if value is None:
         return None
     if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
-        raise errors.InvalidTypeError(field, f"must be a list of ints, got {type(value).__name__}")
+        raise errors.InvalidTypeError(field, f"must be a list of {noun}, got {type(value).__name__}")
     out = list(value)
     for item in out:
-        if isinstance(item, bool) or not isinstance(item, int):
-            raise errors.InvalidTypeError(field, f"must hold ints, got {item!r}")
+        if isinstance(item, bool) or not isinstance(item, kind):
+            raise errors.InvalidTypeError(field, f"must hold {noun}, got {item!r}")
     return out
+
+
+def _int_list(field: str, value: object) -> list[int] | None:
+    return _list_of(field, value, int, "ints")
 
 
 def _str_list(field: str, value: object) -> list[str] | None:
-    if value is None:
-        return None
-    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
-        raise errors.InvalidTypeError(field, f"must be a list of str, got {type(value).__name__}")
-    out = list(value)
-    for item in out:
-        if not isinstance(item, str):
-            raise errors.InvalidTypeError(field, f"must hold str, got {item!r}")
-    return out
+    return _list_of(field, value, str, "str")
 
 
 @attrs.frozen(kw_only=True)
