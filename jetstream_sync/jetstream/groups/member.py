@@ -228,8 +228,14 @@ class GroupMember:
             self._presence = self.js.client.subscribe(
                 presence_subject(self.stream, self.group, self.member), handler=_answer_presence
             )
-            self._add_self()
-        self._watcher = self._store.bucket().watch(key)
+        try:
+            if self.auto_membership:
+                self._add_self()
+            self._watcher = self._store.bucket().watch(key)
+        except BaseException:
+            if self._presence is not None:  # a join that failed leaves nothing behind
+                self._presence.unsubscribe()
+            raise
         self._thread.start()
         return self
 

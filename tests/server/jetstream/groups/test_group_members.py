@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+import jetstream_sync
 from jetstream_sync import (
     AckPolicy,
     ConsumerConfig,
@@ -248,3 +249,50 @@ def test_member_status_reports_each_members_lag(js, name):
     finally:
         release.set()
         member.stop(timeout=10)
+
+
+def test_members_keep_reading_across_a_stalled_link(fault_proxy, caplog):
+    """The link stalls for longer than a request's timeout (0.5 s here): the members' control steps fail (said
+    once at WARNING), are retried, and the members read on when it flows again."""
+    with jetstream_sync.connect(fault_proxy.url, name="group-stall") as nc:
+        js = nc.jetstream(timeout=0.5)
+        filters = _keyed_stream(js, "RS")
+        groups = PartitionedGroups(js)
+        groups.create_elastic("RS", "g", 4, partitioning_filters=filters)
+        lock = threading.Lock()
+        seen: set[bytes] = set()
+
+        def handle(msg):
+            with lock:
+                seen.add(msg.data)
+            msg.ack()
+
+        a = groups.join_elastic("RS", "g", "a", handle, auto_membership=True, ack_wait=1)
+        b = groups.join_elastic("RS", "g", "b", handle, auto_membership=True, ack_wait=1)
+        try:
+            for i in range(50):
+                js.publish(f"RS.k{i}", b"before-%d" % i)
+            wait_until(lambda: len(seen) == 50, timeout=10)
+            fault_proxy.stall()
+            # a member says so when a control step fails (the link is stalled: its requests time out)
+            wait_until(lambda: any("group member" in r.getMessage() for r in caplog.records), timeout=15)
+            fault_proxy.resume()
+
+            def published_after() -> bool:
+                try:
+                    js.publish("RS.k0", b"probe")
+                except errors.JetStreamError:
+                    return False
+                return True
+
+            wait_until(published_after, timeout=15, interval=0.2)
+            for i in range(50):
+                js.publish(f"RS.k{i}", b"after-%d" % i)
+            wait_until(lambda: len(seen) == 101, timeout=30, interval=0.1)
+            assert not a.closed.is_set() and not b.closed.is_set()
+            assert (a.error, b.error) == (None, None)
+            assert sorted(groups.elastic_config("RS", "g").members or []) == ["a", "b"]
+            assert any("trying again" in r.getMessage() for r in caplog.records)
+        finally:
+            a.stop(timeout=10)
+            b.stop(timeout=10)
