@@ -426,8 +426,13 @@ class GroupMember:
         (which replaces it itself, or stops pulling and loses the pin after the pin timeout)."""
         try:
             return self.js.create_consumer(self._consume_stream, config)
-        except errors.ConsumerExistsError:
-            pass
+        except errors.ConsumerExistsError as exc:
+            if not self.elastic:  # a durable holds the member's position in the stream: never replaced here
+                raise errors.ConsumerGroupError(
+                    f"static group member {self.member!r}: its consumer {self._consumer_name!r} on {self.stream!r} "
+                    f"exists with another config (another ack_wait or consumer_config?): {exc}. Join with the same "
+                    "settings as its other instances, or delete the consumer to start the member afresh"
+                ) from exc
         try:
             info = self.js.consumer_info(self._consume_stream, self._consumer_name)
         except errors.ConsumerNotFoundError:
@@ -507,6 +512,11 @@ class GroupMember:
         def add(config: ElasticGroupConfig) -> ElasticGroupConfig | None:
             if config.is_member(self.member):
                 return None
+            if config.member_mappings:
+                raise errors.ConsumerGroupError(
+                    f"consumer group {self.stream}.{self.group} now maps partitions by hand: member "
+                    f"{self.member!r} (auto_membership) cannot add itself; join without auto_membership"
+                )
             return _with_members(config, [*(config.members or []), self.member])
 
         self._store.edit(self.stream, self.group, add)

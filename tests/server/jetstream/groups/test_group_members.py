@@ -296,3 +296,18 @@ def test_members_keep_reading_across_a_stalled_link(fault_proxy, caplog):
         finally:
             a.stop(timeout=10)
             b.stop(timeout=10)
+
+
+def test_a_static_member_never_replaces_its_durable_with_other_settings(js, name):
+    js.create_stream(StreamConfig(name=name, subjects=[f"{name}.*"]))
+    groups = PartitionedGroups(js)
+    groups.create_static(name, "g", 2, members=["a"])
+    first = groups.join_static(name, "g", "a", lambda msg: msg.ack(), ack_wait=2)
+    wait_until(lambda: first.consuming, timeout=10)
+    first.stop(timeout=10)
+    created = js.consumer_info(name, "g-a").created
+    other = groups.join_static(name, "g", "a", lambda msg: msg.ack(), ack_wait=3)
+    other.wait(timeout=10)
+    assert isinstance(other.error, errors.ConsumerGroupError)
+    assert "exists with another config" in str(other.error)
+    assert js.consumer_info(name, "g-a").created == created  # the member's position is kept
