@@ -138,11 +138,16 @@ def run_group_command(args: argparse.Namespace, client: Client, out: TextIO, ans
         )
         _describe(config, out)
         for status in groups.member_status(args.stream, args.group, elastic=elastic):
-            state = ("pinned" if status.pinned else "active") if status.active else "no consumer"
+            lag = status.lag
+            if lag is None:
+                out.write(
+                    f"  {status.member}: partitions {status.partitions}, consumer {status.consumer} (no consumer)\n"
+                )
+                continue
             out.write(
-                f"  {status.member}: partitions {status.partitions}, consumer {status.consumer} ({state}),"
-                f" pending {status.num_pending}, ack pending {status.num_ack_pending},"
-                f" redelivered {status.num_redelivered}\n"
+                f"  {status.member}: partitions {status.partitions}, consumer {status.consumer}"
+                f" ({'pinned' if status.pinned else 'active'}), pending {lag.pending}, ack pending {lag.ack_pending},"
+                f" redelivered {lag.redelivered}\n"
             )
         return 0
     if action == "create":

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable, Hashable, Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -22,6 +22,7 @@ from ...models import (
     AckPolicy,
     ConsumerConfig,
     ConsumerInfo,
+    ConsumerLag,
     DiscardPolicy,
     RetentionPolicy,
     StreamConfig,
@@ -81,19 +82,16 @@ def _check_consume_options(given: dict[str, Any]) -> None:
 @attrs.frozen(kw_only=True)
 class GroupMemberStatus:
     """One member of a group as the server sees its consumer: ``active`` when the consumer exists, ``pinned``
-    when an instance holds its pin; the rest is the consumer's info (messages left to deliver, delivered and not
-    acknowledged, redelivered, pulls waiting, the last delivery). All zero/None for a member without a consumer."""
+    when an instance holds its pin, and ``lag`` the consumer's backlog
+    ([`ConsumerLag`][jetstream_sync.ConsumerLag]: messages not delivered yet, delivered and not acknowledged,
+    redelivered, pulls waiting, last activity); None for a member without a consumer."""
 
     member: str
     consumer: str
     partitions: list[int]
     active: bool
     pinned: bool
-    num_pending: int = 0
-    num_ack_pending: int = 0
-    num_redelivered: int = 0
-    num_waiting: int = 0
-    last_active: datetime | None = None
+    lag: ConsumerLag | None = None
 
     @classmethod
     def of(cls, member: str, consumer: str, partitions: list[int], info: ConsumerInfo | None) -> GroupMemberStatus:
@@ -106,11 +104,7 @@ class GroupMemberStatus:
             partitions=partitions,
             active=True,
             pinned=any(state.pinned for state in info.priority_groups or ()),
-            num_pending=info.num_pending,
-            num_ack_pending=info.num_ack_pending,
-            num_redelivered=info.num_redelivered,
-            num_waiting=info.num_waiting,
-            last_active=info.delivered.last_active,
+            lag=ConsumerLag.from_info(info),
         )
 
 
@@ -288,8 +282,8 @@ class PartitionedGroups:
 
     # -- inspecting ---------------------------------------------------------------------------------------
     def member_status(self, stream: str, group: str, *, elastic: bool) -> list[GroupMemberStatus]:
-        """Each member of the group with its consumer's figures: per-member lag (``num_pending``), messages in
-        hand (``num_ack_pending``), redeliveries, whether an instance runs (``active``, ``pinned``)."""
+        """Each member of the group: its partitions, whether an instance runs (``active``, ``pinned``), and its
+        consumer's lag (``lag.pending`` not delivered yet, ``lag.ack_pending`` in hand, ``lag.redelivered``...)."""
         stream, group = check_group_names(stream, group)
         config = self.elastic_config(stream, group) if elastic else self.static_config(stream, group)
         on = work_stream_name(stream, group) if elastic else stream
@@ -305,7 +299,7 @@ class PartitionedGroups:
         """The members with a running instance: (elastic) a consumer on the work-queue stream, (static) a
         consumer with pulls waiting, as orbit's ``cg`` reports them."""
         statuses = self.member_status(stream, group, elastic=elastic)
-        return [s.member for s in statuses if s.active and (elastic or s.num_waiting)]
+        return [s.member for s in statuses if s.lag is not None and (elastic or s.lag.waiting)]
 
     def step_down(self, stream: str, group: str, member: str, *, elastic: bool) -> None:
         """Move the member's pin to another of its instances (the current one's next pull is refused)."""

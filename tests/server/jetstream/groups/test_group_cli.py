@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import subprocess
 import sys
 
 from jetstream_sync import PartitionedGroups, StreamConfig
 from jetstream_sync.__main__ import main
+from tests.helpers import wait_until
 
 
 def cli(*args: str) -> tuple[int, str, str]:
@@ -45,9 +47,24 @@ def test_the_cli_creates_edits_inspects_and_deletes_groups(js, name, nats_server
         f'config: {{"max_members":4,"partitioning_filters":[{{"filter":"{name}.*","partitioning_wildcards":[1]}}],'
         '"members":["m2","m1"]}',
         "members: m2 m1",
-        "  m2: partitions [2, 3], consumer m2 (no consumer), pending 0, ack pending 0, redelivered 0",
-        "  m1: partitions [0, 1], consumer m1 (no consumer), pending 0, ack pending 0, redelivered 0",
+        "  m2: partitions [2, 3], consumer m2 (no consumer)",
+        "  m1: partitions [0, 1], consumer m1 (no consumer)",
     ]
+    member = groups.join_elastic(name, "g", "m1", lambda msg: msg.ack(), ack_wait=1)
+    try:
+        wait_until(lambda: member.consuming, timeout=10)
+        status, out, _err = cli("--server", url, "elastic", "info", name, "g")
+        assert re.fullmatch(
+            r"  m1: partitions \[0, 1\], consumer m1 \((pinned|active)\), pending 0, ack pending 0, redelivered 0",
+            out.splitlines()[-1],
+        )
+        assert cli("--server", url, "elastic", "member-info", name, "g", "m1") == (
+            0,
+            "member m1 is part of the membership and active: partitions [0, 1]\n",
+            "",
+        )
+    finally:
+        member.stop(timeout=10)
     assert cli("--server", url, "elastic", "member-info", name, "g", "m1") == (
         0,
         "member m1 is part of the membership but has NO active instance\n",

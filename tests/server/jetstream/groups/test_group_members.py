@@ -238,14 +238,21 @@ def test_member_status_reports_each_members_lag(js, name):
     try:
         for i in range(200):
             js.publish(f"{name}.k{i % 20}", b"x")
-        wait_until(lambda: js.consumer_info(f"{name}-g", "busy").num_ack_pending > 0, timeout=10)
+        work = f"{name}-g"
+        wait_until(lambda: js.stream_info(work).state.messages == 200, timeout=10)
+        wait_until(lambda: js.consumer_info(work, "busy").num_ack_pending == 5, timeout=10)
+        # the known backlog: every message of busy's partition (1) is still there, none acknowledged
+        mine = sum(js.stream_info(work, subjects_filter="1.>").state.subjects.values())
         statuses = {s.member: s for s in groups.member_status(name, "g", elastic=True)}
-        info = js.consumer_info(f"{name}-g", "busy")
+        info = js.consumer_info(work, "busy")
         busy = statuses["busy"]
         assert busy.active and busy.pinned and busy.partitions == [1]  # sorted: absent 0, busy 1
-        assert busy.num_pending + busy.num_ack_pending == info.num_pending + info.num_ack_pending > 0
+        assert busy.lag is not None
+        assert (busy.lag.ack_pending, busy.lag.pending, busy.lag.redelivered) == (5, mine - 5, 0)
+        assert (busy.lag.pending, busy.lag.ack_pending) == (info.num_pending, info.num_ack_pending)
+        assert busy.lag.waiting == info.num_waiting and busy.lag.consumer == "busy"
         absent = statuses["absent"]
-        assert (absent.active, absent.num_pending, absent.partitions) == (False, 0, [0])
+        assert (absent.active, absent.lag, absent.partitions) == (False, None, [0])
     finally:
         release.set()
         member.stop(timeout=10)
