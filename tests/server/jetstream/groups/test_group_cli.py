@@ -65,10 +65,14 @@ def test_the_cli_creates_edits_inspects_and_deletes_groups(js, name, nats_server
         )
     finally:
         member.stop(timeout=10)
-    assert cli("--server", url, "elastic", "member-info", name, "g", "m1") == (
-        0,
-        "member m1 is part of the membership but has NO active instance\n",
-        "",
+    # its consumer goes when idle for its inactive threshold (the ack wait, 1 s)
+    wait_until(
+        lambda: (
+            cli("--server", url, "elastic", "member-info", name, "g", "m1")
+            == (0, "member m1 is part of the membership but has NO active instance\n", "")
+        ),
+        timeout=10,
+        interval=0.2,
     )
     assert cli("--server", url, "elastic", "member-info", name, "g", "zz") == (
         0,
