@@ -171,6 +171,12 @@ def test_the_history_check_accepts_a_redelivery_after_later_messages():
     )
 
 
+def _waiting(groups: PartitionedGroups, stream: str, group: str) -> int:
+    """Pulls waiting on the group's only member's consumer: how many of its instances are running."""
+    (status,) = groups.member_status(stream, group, elastic=True)
+    return 0 if status.lag is None else status.lag.waiting
+
+
 def test_a_killed_instance_hands_its_member_over_to_a_standby_after_the_pin_timeout(js, name, nats_server, tmp_path):
     """Two processes run member "m" (the membership is the test's: no auto membership); the one pinned reads,
     the other waits. SIGKILL the reader: after the pin timeout (the ack wait, 2 s) the standby reads on, in
@@ -187,9 +193,7 @@ def test_a_killed_instance_hands_its_member_over_to_a_standby_after_the_pin_time
     files = [tmp_path / "first.records", tmp_path / "second.records"]
     procs = [_start(nats_server.url, stream, group, "m", path, "fixed", "1") for path in files]
     try:
-        wait_until(
-            lambda: groups.member_status(stream, group, elastic=True)[0].num_waiting >= 2, timeout=30, interval=0.1
-        )
+        wait_until(lambda: _waiting(groups, stream, group) >= 2, timeout=30, interval=0.1)
         for seq in range(1, per_key // 2 + 1):
             for key in range(keys):
                 js.publish_async(f"{name}.k{key}", str(seq).encode())
