@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import threading
 
-from jetstream_sync import MemberMapping, PartitionedGroups, PartitioningFilter, StreamConfig, SubjectTransform
+from jetstream_sync import MemberMapping, PartitionedGroups, PartitioningFilter, StreamConfig
 from tests import orbit_pcgroups as orbit
-from tests.helpers import wait_until
+from tests.helpers import create_partitioned_stream, wait_until
 
 _NS = 1_000_000_000
 
@@ -21,15 +21,7 @@ def _wire(js, stream, consumer):
 
 def test_static_group_layout(js, name):
     # the stream numbers partitions itself, as orbit's scripts/static_stream_setup.sh sets it up
-    js.create_stream(
-        StreamConfig(
-            name=name,
-            subjects=[f"{name}.*"],
-            subject_transform=SubjectTransform(
-                src=f"{name}.*", dest=f"{{{{partition(4,1)}}}}.{name}.{{{{wildcard(1)}}}}"
-            ),
-        )
-    )
+    create_partitioned_stream(js, name, 4)
     groups = PartitionedGroups(js)
     groups.create_static(name, "cg", 4, members=["a", "b"], filters=[f"{name}.*"])
     groups.create_static(name, "mapped", 4, member_mappings=[MemberMapping(member="x", partitions=[0, 1, 2, 3])])

@@ -17,10 +17,9 @@ from jetstream_sync import (
     PartitionedGroups,
     PartitioningFilter,
     StreamConfig,
-    SubjectTransform,
     errors,
 )
-from tests.helpers import wait_until
+from tests.helpers import create_partitioned_stream, wait_until
 
 
 def _keyed_stream(js, name):
@@ -90,15 +89,7 @@ def test_joining_what_does_not_exist_or_does_not_include_you(js, name):
 
 
 def test_static_members_read_their_partitions_with_the_published_subject(js, name):
-    js.create_stream(
-        StreamConfig(
-            name=name,
-            subjects=[f"{name}.*"],
-            subject_transform=SubjectTransform(
-                src=f"{name}.*", dest=f"{{{{partition(4,1)}}}}.{name}.{{{{wildcard(1)}}}}"
-            ),
-        )
-    )
+    create_partitioned_stream(js, name, 4)
     groups = PartitionedGroups(js)
     groups.create_static(name, "g", 4, members=["a", "b"])
     seen: dict[str, list[str]] = collections.defaultdict(list)
