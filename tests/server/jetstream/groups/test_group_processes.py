@@ -15,6 +15,7 @@ import collections
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -98,7 +99,16 @@ def test_members_join_leave_and_die_while_the_group_keeps_order(js, name, nats_s
             return set(groups.active_members(stream, group, elastic=True))
 
         wait_until(lambda: active() == {"m1", "m2", "m3"}, timeout=30, interval=0.1)
-        started = time.monotonic()
+        started = killed_at = time.monotonic()
+        removed_after: list[float] = []
+
+        def watch_removal() -> None:  # how long the others take to remove the killed member (its partitions move)
+            wait_until(
+                lambda: "m3" not in (groups.elastic_config(stream, group).members or []), timeout=30, interval=0.05
+            )
+            removed_after.append(time.monotonic() - killed_at)
+
+        removed = threading.Thread(target=watch_removal, daemon=True)
         next_seq: collections.Counter[str] = collections.Counter()
         for i in range(_MESSAGES):
             key = f"{name}.k{i % _KEYS}"
@@ -114,6 +124,8 @@ def test_members_join_leave_and_die_while_the_group_keeps_order(js, name, nats_s
             elif i == 7 * _MESSAGES // 10:
                 js.publish_async_complete(timeout=30)
                 procs["m3"].send_signal(signal.SIGKILL)
+                killed_at = time.monotonic()
+                removed.start()
             if i % 500 == 499:
                 js.publish_async_complete(timeout=30)
                 time.sleep(0.05)  # spread the publishing over a few seconds, so the changes land mid-stream
@@ -131,6 +143,8 @@ def test_members_join_leave_and_die_while_the_group_keeps_order(js, name, nats_s
             )
 
         wait_until(converged, timeout=30, interval=0.25)
+        removed.join(timeout=30)
+        assert removed_after, "the killed member was not removed from the membership"
         elapsed = time.monotonic() - started
         for member in ("m1", "m4"):
             procs[member].send_signal(signal.SIGTERM)
@@ -142,7 +156,8 @@ def test_members_join_leave_and_die_while_the_group_keeps_order(js, name, nats_s
         handled_by = collections.Counter(r[4] for r in records)
         assert set(handled_by) == {"m1", "m2", "m3", "m4"}, handled_by
         print(
-            f"30,000 messages in {elapsed:.1f}s, {len(records) - _MESSAGES} handled twice, by member {dict(handled_by)}"
+            f"30,000 messages in {elapsed:.1f}s, {len(records) - _MESSAGES} handled twice,"
+            f" by member {dict(handled_by)}; the SIGKILLed member removed {removed_after[0]:.1f}s after its death (ack wait 2 s)"
         )
         assert groups.elastic_config(stream, group).members is None  # every member left
     finally:
