@@ -157,7 +157,8 @@ def test_members_join_leave_and_die_while_the_group_keeps_order(js, name, nats_s
         assert set(handled_by) == {"m1", "m2", "m3", "m4"}, handled_by
         print(
             f"30,000 messages in {elapsed:.1f}s, {len(records) - _MESSAGES} handled twice,"
-            f" by member {dict(handled_by)}; the SIGKILLed member removed {removed_after[0]:.1f}s after its death (ack wait 2 s)"
+            f" by member {dict(handled_by)};"
+            f" the SIGKILLed member removed {removed_after[0]:.1f}s after its death (ack wait 2 s)"
         )
         assert groups.elastic_config(stream, group).members is None  # every member left
     finally:
