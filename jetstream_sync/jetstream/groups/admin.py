@@ -17,6 +17,7 @@ import attrs
 
 from ... import errors
 from ..._validate import check_callable, check_int, check_name, to_seconds
+from ...codecs._payload import check_codec
 from ...message import Msg
 from ...models import (
     AckPolicy,
@@ -59,7 +60,7 @@ log = logging.getLogger("jetstream_sync")
 #: consume() options a member sets itself
 _MEMBER_OWNED = ("priority_group", "expires", "options", "min_pending", "min_ack_pending", "priority")
 #: consume() keywords a member passes on besides ConsumeOptions' fields
-_CONSUME_KEYWORDS = ("workers", "error_handler", "auto_in_progress", "deferred_ack")
+_CONSUME_KEYWORDS = ("workers", "error_handler", "auto_in_progress", "deferred_ack", "codec")
 
 
 def _check_consume_options(given: dict[str, Any]) -> None:
@@ -77,6 +78,7 @@ def _check_consume_options(given: dict[str, Any]) -> None:
     check_int("workers", given.get("workers", 1), minimum=1)
     if given.get("error_handler") is not None:
         check_callable("error_handler", given["error_handler"])
+    check_codec(given.get("codec"))
 
 
 @attrs.frozen(kw_only=True)
@@ -324,7 +326,7 @@ class PartitionedGroups:
         **consume_options: Any,
     ) -> GroupMember:
         """Run ``handler`` on the messages of ``member``'s partitions of a static group, as ``consume()`` does
-        (takes its options: ``workers``, ``error_handler``, ``auto_in_progress``, ``max_messages``...).
+        (takes its options: ``workers``, ``error_handler``, ``auto_in_progress``, ``codec``, ``max_messages``...).
         ``consumer_config`` is a template (``max_ack_pending``, ``max_deliver``...): names, filters and priority
         settings are the group's. ``ack_wait`` also sets the pin timeout (at least 1 s) and the pull expiry."""
         return self._join(

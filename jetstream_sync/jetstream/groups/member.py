@@ -572,7 +572,11 @@ def _key_on_published_subject(ordered_by: Callable[[Msg], Hashable]) -> Callable
     same; the original message keeps its subject until the handler runs)."""
 
     def key(msg: Msg) -> Hashable:
-        return ordered_by(Msg(_strip_partition(msg.subject), msg.reply, msg.data, msg.raw_headers, None))
+        view = Msg(_strip_partition(msg.subject), msg.reply, msg.data, msg.raw_headers, None)
+        codec = getattr(msg, "_codec", None)  # a consume with codec=: the key may read msg.value too
+        if codec is not None:
+            view._codec = codec
+        return ordered_by(view)
 
     return key
 

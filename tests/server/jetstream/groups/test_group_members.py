@@ -4,6 +4,7 @@ instances of one member taking over from each other, rebalancing, a deleted or c
 from __future__ import annotations
 
 import collections
+import json
 import threading
 import time
 
@@ -19,6 +20,7 @@ from jetstream_sync import (
     StreamConfig,
     errors,
 )
+from jetstream_sync.codecs import JsonCodec
 from tests.helpers import create_partitioned_stream, wait_until
 
 
@@ -309,3 +311,38 @@ def test_a_static_member_never_replaces_its_durable_with_other_settings(js, name
     assert isinstance(other.error, errors.ConsumerGroupError)
     assert "exists with another config" in str(other.error)
     assert js.consumer_info(name, "g-a").created == created  # the member's position is kept
+
+
+def test_a_member_reads_typed_payloads_and_keys_on_them(js, name):
+    """``codec=`` as in consume(): the handler's and the key function's ``msg.value`` is the decoded payload."""
+    filters = _keyed_stream(js, name)
+    groups = PartitionedGroups(js)
+    groups.create_elastic(name, "g", 2, partitioning_filters=filters)
+    lock = threading.Lock()
+    got: dict[int, list[int]] = collections.defaultdict(list)
+
+    def handle(msg):
+        with lock:
+            got[msg.value["order"]].append(msg.value["step"])
+        msg.ack()
+
+    member = groups.join_elastic(
+        name,
+        "g",
+        "m",
+        handle,
+        auto_membership=True,
+        codec=JsonCodec(),
+        workers=3,
+        ordered_by=lambda msg: msg.value["order"],
+    )
+    try:
+        for step in range(10):
+            for order in range(6):
+                js.publish(f"{name}.o{order}", json.dumps({"order": order, "step": step}).encode())
+        wait_until(lambda: sum(len(v) for v in got.values()) == 60, timeout=10)
+    finally:
+        member.stop(timeout=10)
+    assert got == {order: list(range(10)) for order in range(6)}
+    with pytest.raises(errors.InvalidTypeError):
+        groups.join_elastic(name, "g", "x", handle, codec=JsonCodec)  # the class, not a codec
