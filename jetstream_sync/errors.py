@@ -27,6 +27,9 @@ __all__ = [
     "ConnectCallbackError",
     "ConnectionClosedError",
     "ConsumerConfigError",
+    "ConsumerGroupError",  # from _group_errors (the import at the end)
+    "ConsumerGroupExistsError",  # from _group_errors (the import at the end)
+    "ConsumerGroupNotFoundError",  # from _group_errors (the import at the end)
     "ConsumerConfigMismatchError",  # noqa: F405 - from _subscribe_errors (the import at the end)
     "ConsumerDeletedError",
     "ConsumerExistsError",
@@ -655,6 +658,7 @@ from ._codec_errors import (  # noqa: E402 - typed-payload errors, kept there
     PayloadDecodeError,
     PayloadEncodeError,
 )
+from ._group_errors import ConsumerGroupError, ConsumerGroupExistsError, ConsumerGroupNotFoundError  # noqa: E402
 from ._not_found import (  # noqa: E402
     BucketNotFoundError,
     ConsumerNotFoundError,

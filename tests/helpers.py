@@ -182,3 +182,17 @@ def run_opening_program(
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return result
+
+
+def create_partitioned_stream(js: jetstream_sync.JetStream, name: str, partitions: int) -> None:
+    """A stream on ``<name>.*`` whose own subject transform puts the partition of the ``*`` in front, as a static
+    partitioned consumer group reads (orbit.go's pcgroups/scripts/static_stream_setup.sh makes the same)."""
+    js.create_stream(
+        jetstream_sync.StreamConfig(
+            name=name,
+            subjects=[f"{name}.*"],
+            subject_transform=jetstream_sync.SubjectTransform(
+                src=f"{name}.*", dest=f"{{{{partition({partitions},1)}}}}.{name}.{{{{wildcard(1)}}}}"
+            ),
+        )
+    )
