@@ -282,6 +282,8 @@ class GroupMember:
             result = step()
         except (errors.ConnectionClosedError, errors.ConsumerGroupError):
             raise
+        except (errors.InvalidArgumentError, errors.InvalidTypeError):
+            raise  # refused input fails the same way every time: the member ends, logged with its traceback
         except errors.JetStreamError as exc:
             level = logging.DEBUG if self._failing else logging.WARNING
             log.log(level, "group member %s of %s.%s: %r; trying again", self.member, self.stream, self.group, exc)

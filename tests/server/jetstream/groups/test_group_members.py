@@ -346,3 +346,23 @@ def test_a_member_reads_typed_payloads_and_keys_on_them(js, name):
     assert got == {order: list(range(10)) for order in range(6)}
     with pytest.raises(errors.InvalidTypeError):
         groups.join_elastic(name, "g", "x", handle, codec=JsonCodec)  # the class, not a codec
+
+
+def test_the_control_loop_retries_a_transient_failure_but_not_refused_input(js, name):
+    # A step of a member's control loop that times out is tried again on the next tick; one that raises
+    # InvalidArgumentError would fail the same way for ever, so it ends the member (logged with its traceback)
+    # instead of spinning unseen behind a DEBUG line.
+    create_partitioned_stream(js, name, 2)
+    groups = PartitionedGroups(js)
+    groups.create_static(name, "g", 2, members=["a"])
+
+    def timing_out() -> None:
+        raise errors.TimeoutError("the server did not answer in time")
+
+    def refused() -> None:
+        raise errors.InvalidArgumentError("max_messages", "must be >= 1")
+
+    with groups.join_static(name, "g", "a", lambda msg: msg.ack(), ack_wait=2) as member:
+        assert member._guarded(timing_out) is True
+        with pytest.raises(errors.InvalidArgumentError, match="max_messages"):
+            member._guarded(refused)
