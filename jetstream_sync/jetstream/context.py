@@ -7,14 +7,14 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import tenacity
 
 from .. import _telemetry, errors
 from .._protocol import Command, reply_encoder
-from .._runtime import ProcessLocal, RawReply
+from .._runtime import ProcessLocal, RawReply, Runtime
 from .._validate import (
     check_int,
     check_name,
@@ -24,7 +24,6 @@ from .._validate import (
     prepare_message,
     to_seconds,
 )
-from ..client import Client
 from ..codecs._payload import Codec, payload_of
 from ..headers import HeadersInput
 from ..message import Msg
@@ -71,6 +70,9 @@ from .retry import default_publish_retry, retry_within, split_timeout, within_de
 from .streams import Stream, fetch_stream_info
 from .subscribe import JetStreamSubscription, PullSubscription
 
+if TYPE_CHECKING:  # the facade, only as what JetStream(client) takes and js.client gives back
+    from ..client import Client
+
 __all__ = ["JetStream"]
 
 log = logging.getLogger("jetstream_sync")
@@ -111,14 +113,15 @@ class JetStream(KeyValueManager, ObjectStoreManager, ProcessLocal):
         for name, policy in (("publish_retry", publish_retry), ("api_retry", api_retry)):
             if policy is not None and not isinstance(policy, tenacity.Retrying):
                 raise errors.InvalidTypeError(name, f"must be a tenacity.Retrying, got {type(policy).__name__}")
-        if not isinstance(client, Client):
+        runtime = getattr(client, "runtime", None)  # the layer below talks to the port, never to the client
+        if not isinstance(runtime, Runtime):
             raise errors.InvalidTypeError("client", f"must be a jetstream_sync.Client, got {type(client).__name__}")
         self.client = client
         self.domain = domain
-        self.timeout = check_timeout(timeout, client.default_timeout)
+        self.timeout = check_timeout(timeout, runtime.default_timeout)
         #: the JetStream API this context talks to; ``js.api.request(suffix, body)`` reaches any API call
-        self.api = JetStreamAPI(client, prefix, self.timeout, api_retry)
-        self._runtime = client.runtime
+        self.api = JetStreamAPI(runtime, prefix, self.timeout, api_retry)
+        self._runtime = runtime
         self._retry = publish_retry or default_publish_retry()
         self._publisher = AsyncPublisher(
             self._runtime,
@@ -132,6 +135,12 @@ class JetStream(KeyValueManager, ObjectStoreManager, ProcessLocal):
         return f"<JetStream api_prefix={self.api_prefix!r}>"
 
     @property
+    def runtime(self) -> Runtime:
+        """The client's [`Runtime`][jetstream_sync.Runtime] port (the same object as ``client.runtime``): what this
+        context, its handles and code that extends the client talk to; application code does not need it."""
+        return self._runtime
+
+    @property
     def api_prefix(self) -> str:
         """``$JS.API``, ``$JS.<domain>.API`` or the prefix given."""
         return self.api.prefix
@@ -141,7 +150,7 @@ class JetStream(KeyValueManager, ObjectStoreManager, ProcessLocal):
         """A create or update, checked for the features the server needs and sent asserting their API level."""
         if not isinstance(config, StreamConfig):
             raise errors.InvalidTypeError("config", f"must be a StreamConfig, got {type(config).__name__}")
-        level = require_features(self.client.server_info, stream_features(config))
+        level = require_features(self._runtime.server_info(), stream_features(config))
         response = self.api.request(f"STREAM.{action}.{config.name}", config.to_json(), required_api_level=level)
         return Stream(self, StreamInfo.from_json(response))
 
@@ -167,7 +176,7 @@ class JetStream(KeyValueManager, ObjectStoreManager, ProcessLocal):
     def counter(self, name: str) -> Counter:
         """The counters of stream ``name``, which must allow them (``StreamConfig(allow_msg_counter=True)``,
         nats-server 2.12+); see [`Counter`][jetstream_sync.Counter]."""
-        require_server(self.client.server_info, "counters", (2, 12, 0))
+        require_server(self._runtime.server_info(), "counters", (2, 12, 0))
         stream = self.stream(name)
         if not stream.cached_info.config.allow_msg_counter:
             raise errors.InvalidArgumentError(
@@ -224,7 +233,7 @@ class JetStream(KeyValueManager, ObjectStoreManager, ProcessLocal):
     def server_api_level(self) -> int:
         """The JetStream API level (ADR-44) the connected server advertises (``api_lvl`` in its INFO; 0 from a
         server older than 2.12): nats.go's ``nc.ConnectedServerJetStream()``. Asks nothing."""
-        return server_api_level(self.client.server_info)
+        return server_api_level(self._runtime.server_info())
 
     # -- consumers --------------------------------------------------------------------------------------
     def _consumer_request(self, stream: str, config: ConsumerConfig, action: str) -> ConsumerInfo:
@@ -235,7 +244,7 @@ class JetStream(KeyValueManager, ObjectStoreManager, ProcessLocal):
         if not name:
             name = self._runtime.new_token()
             config = attrs.evolve(config, name=name)
-        level = require_features(self.client.server_info, consumer_features(config))
+        level = require_features(self._runtime.server_info(), consumer_features(config))
         body: dict[str, Any] = {"stream_name": stream, "config": config.to_json()}
         if action:
             body["action"] = action
@@ -353,7 +362,7 @@ class JetStream(KeyValueManager, ObjectStoreManager, ProcessLocal):
         check_name("stream", stream)
         check_name("name", name)
         body = None if sequence is None else {"seq": check_int("sequence", sequence, minimum=1)}
-        require_server(self.client.server_info, "resetting a consumer", (2, 14, 0))
+        require_server(self._runtime.server_info(), "resetting a consumer", (2, 14, 0))
         try:
             return ConsumerInfo.from_json(self.api.request(f"CONSUMER.RESET.{stream}.{name}", body))
         except errors.TimeoutError:
@@ -368,11 +377,11 @@ class JetStream(KeyValueManager, ObjectStoreManager, ProcessLocal):
         check_name("stream", stream)
         check_name("name", name)
         check_priority_group("group", group)
-        require_server(self.client.server_info, "unpinning a consumer", (2, 11, 0))
+        require_server(self._runtime.server_info(), "unpinning a consumer", (2, 11, 0))
         self.api.request(f"CONSUMER.UNPIN.{stream}.{name}", {"group": group})
 
     def _pause_request(self, stream: str, name: str, body: dict[str, Any], what: str) -> ConsumerPauseState:
-        require_server(self.client.server_info, what, (2, 11, 0))
+        require_server(self._runtime.server_info(), what, (2, 11, 0))
         return ConsumerPauseState.from_json(self.api.request(f"CONSUMER.PAUSE.{stream}.{name}", body))
 
     def consumers(self, stream: str) -> Iterator[ConsumerInfo]:
@@ -410,7 +419,7 @@ class JetStream(KeyValueManager, ObjectStoreManager, ProcessLocal):
         self._runtime.check_usable()
         data = payload_of(data, codec)
         seconds = check_timeout(timeout, self.timeout)
-        opts = _publish_options(options, checks, subject, self.client)
+        opts = _publish_options(options, checks, subject, self._runtime)
         telemetry = _telemetry.ACTIVE
         if telemetry is not None:
             return telemetry.publish(
@@ -544,7 +553,7 @@ class JetStream(KeyValueManager, ObjectStoreManager, ProcessLocal):
         """
         self._runtime.check_usable()
         data = payload_of(data, codec)
-        opts = _publish_options(options, checks, subject, self.client)
+        opts = _publish_options(options, checks, subject, self._runtime)
         telemetry = _telemetry.ACTIVE
         if telemetry is not None:
             return telemetry.publish_async(
@@ -707,7 +716,7 @@ def _size(data: object) -> int:
 
 
 def _publish_options(
-    options: PublishOptions | None, checks: dict[str, Any], subject: str, client: Client
+    options: PublishOptions | None, checks: dict[str, Any], subject: str, runtime: Runtime
 ) -> PublishOptions:
     """The checks of one publish, from ``options=`` or the keywords (the common case, none, costs nothing)."""
     if options is None and not checks:
@@ -715,7 +724,7 @@ def _publish_options(
     opts = options_from(PublishOptions, options, checks, "publish")
     if opts.schedule is not None:
         opts.schedule.check_for(subject)
-        require_server(client.server_info, "this message schedule", opts.schedule.needs)
+        require_server(runtime.server_info(), "this message schedule", opts.schedule.needs)
     if opts.trace_dest is not None:
-        require_server(client.server_info, "message tracing (trace_dest)", (2, 11, 0))
+        require_server(runtime.server_info(), "message tracing (trace_dest)", (2, 11, 0))
     return opts

@@ -326,7 +326,7 @@ def subscribe(
     error_cb: Callable[[BaseException], object] | None = None,
 ) -> JetStreamSubscription:
     """See [`JetStream.subscribe`][jetstream_sync.JetStream.subscribe]."""
-    js.client.runtime.check_usable()
+    js.runtime.check_usable()
     # -- arguments, all checked before anything is sent ---------------------------------------------------
     if subject is not None:
         check_subject("subject", subject, wildcards=True)
@@ -368,7 +368,7 @@ def subscribe(
     if subject is None and stream is None:
         raise errors.InvalidArgumentError("subject", "give a subject, or stream= and the consumer to bind to")
     stream_name = check_name("stream", stream) if stream is not None else find_stream(js, subject or "")
-    runtime = js.client.runtime
+    runtime = js.runtime
     label = f"{stream_name}/{name or 'ephemeral'}"
     report = reporter(label, error_cb, runtime)
 
@@ -480,7 +480,7 @@ class PullSubscription(ProcessLocal):
         self.consumer = info.name
         #: True when this subscription created the consumer (and so deletes it on unsubscribe)
         self.created = created
-        self._runtime = js.client.runtime
+        self._runtime = js.runtime
         self._target = PullTarget(
             stream=stream,
             consumer=info.name,
@@ -545,12 +545,12 @@ class PullSubscription(ProcessLocal):
         """
         with self._single_lock:
             if self._single is None:
-                self._single_prefix = self.jetstream.client.new_inbox()
-                self._single = self.jetstream.client.subscribe(f"{self._single_prefix}.*", max_pending=64)
+                self._single_prefix = self._runtime.new_inbox()
+                self._single = self.jetstream.api.subscribe_replies(f"{self._single_prefix}.*", max_pending=64)
             single = self._single
             self._single_token += 1
             reply = f"{self._single_prefix}.{self._single_token}"
-            self.jetstream.client.publish(self._target.next_subject.decode(), _NO_WAIT_ONE, reply=reply)
+            self.jetstream.api.publish(self._target.next_subject.decode(), _NO_WAIT_ONE, reply=reply)
             while (remaining := deadline - time.monotonic()) > 0:
                 try:
                     msg = single.next_msg(remaining)
@@ -584,7 +584,7 @@ class PullSubscription(ProcessLocal):
 
     def unsubscribe(self) -> None:
         """Stop; delete the consumer if this subscription created it."""
-        self.jetstream.client.runtime.fork_guard.check()
+        self._runtime.fork_guard.check()
         self._closed = True
         with self._single_lock:
             single, self._single = self._single, None
@@ -605,7 +605,7 @@ def pull_subscribe(
     bind: bool = False,
 ) -> PullSubscription:
     """See [`JetStream.pull_subscribe`][jetstream_sync.JetStream.pull_subscribe]."""
-    js.client.runtime.check_usable()
+    js.runtime.check_usable()
     if subject is not None:
         check_subject("subject", subject, wildcards=True)
     if durable is not None:
