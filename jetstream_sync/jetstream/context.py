@@ -26,20 +26,17 @@ from .._validate import (
 )
 from ..codecs._payload import Codec, payload_of
 from ..headers import HeadersInput
-from ..message import Msg
 from ..models import (
     AccountInfo,
     ConsumerConfig,
     ConsumerInfo,
     ConsumerPauseState,
-    DeliverPolicy,
     PubAck,
     StreamConfig,
     StreamInfo,
 )
 from ..models.advisory import AdvisoryKind
 from ..models.consumer import ConsumerPauseRequest, check_priority_group
-from . import subscribe as _subscribe
 from ._features import consumer_features, require_features, require_server, server_api_level, stream_features
 from .advisories import Advisories, open_advisories
 from .api import JetStreamAPI
@@ -52,7 +49,6 @@ from .consumers import (
     PushConsumer,
     check_push_config,
 )
-from .consumers.push import DEFAULT_PENDING_BYTES, DEFAULT_PENDING_MSGS
 from .counter import Counter
 from .dead_letter import DeadLetters
 from .fast_publish import FastPublisher
@@ -68,7 +64,7 @@ from .publish import (
 )
 from .retry import default_publish_retry, retry_within, split_timeout, within_deadline
 from .streams import Stream, fetch_stream_info
-from .subscribe import JetStreamSubscription, PullSubscription
+from .subscribe import _SubscribeCalls
 
 if TYPE_CHECKING:  # the facade, only as what JetStream(client) takes and js.client gives back
     from ..client import Client
@@ -78,7 +74,7 @@ __all__ = ["JetStream"]
 log = logging.getLogger("jetstream_sync")
 
 
-class JetStream(KeyValueManager, ObjectStoreManager, ProcessLocal):
+class JetStream(KeyValueManager, ObjectStoreManager, _SubscribeCalls, ProcessLocal):
     """Manage streams and consumers, and publish with acknowledgements. Thread-safe; cheap to create.
 
     ``publish_retry`` is a ``tenacity.Retrying`` deciding how "no responders" (503) is retried by
@@ -614,72 +610,6 @@ class JetStream(KeyValueManager, ObjectStoreManager, ProcessLocal):
         self._publisher.complete(check_timeout(timeout, self.timeout))
 
     # -- the ADR-15 / ADR-13 subscribe API (nats-py's calls, blocking) ------------------------------------
-    def subscribe(
-        self,
-        subject: str | None,
-        queue: str | None = None,
-        cb: Callable[[Msg], object] | None = None,
-        durable: str | None = None,
-        stream: str | None = None,
-        config: ConsumerConfig | None = None,
-        manual_ack: bool = False,
-        ordered_consumer: bool = False,
-        idle_heartbeat: float | timedelta | None = None,
-        flow_control: bool = False,
-        pending_msgs_limit: int = DEFAULT_PENDING_MSGS,
-        pending_bytes_limit: int = DEFAULT_PENDING_BYTES,
-        deliver_policy: DeliverPolicy | None = None,
-        headers_only: bool | None = None,
-        inactive_threshold: float | timedelta | None = None,
-        *,
-        bind: bool = False,
-        consumer: str | None = None,
-        error_cb: Callable[[BaseException], object] | None = None,
-    ) -> JetStreamSubscription:
-        """A push subscription as nats-py's ``js.subscribe`` (same arguments and order), per ADR-15.
-
-        Finds the stream from ``subject`` unless ``stream`` is given; binds to ``durable`` / ``consumer`` (the
-        ``queue`` name when neither is given) after ADR-15's checks, or creates the consumer (after subscribing)
-        and then deletes it on ``unsubscribe()`` / ``drain()``. ``bind=True`` only binds. With ``cb`` the
-        callback runs on the subscription's own thread and each message is acked when it returns unless
-        ``manual_ack``; without it read with ``next_msg(timeout)`` or iteration. Asynchronous errors (heartbeat
-        alarms, gaps, statuses, a failed delete after drain) go to ``error_cb`` (or the log).
-        """
-        return _subscribe.subscribe(
-            self,
-            subject,
-            queue,
-            cb,
-            durable,
-            stream,
-            config,
-            manual_ack,
-            ordered_consumer,
-            idle_heartbeat,
-            flow_control,
-            pending_msgs_limit,
-            pending_bytes_limit,
-            deliver_policy,
-            headers_only,
-            inactive_threshold,
-            bind=bind,
-            consumer=consumer,
-            error_cb=error_cb,
-        )
-
-    def pull_subscribe(
-        self,
-        subject: str | None,
-        durable: str | None = None,
-        stream: str | None = None,
-        config: ConsumerConfig | None = None,
-        *,
-        bind: bool = False,
-    ) -> PullSubscription:
-        """A pull subscription as nats-py's ``js.pull_subscribe`` (ADR-13 fetch): ``fetch(batch, timeout)``
-        returns a list, or raises TimeoutError when no message came."""
-        return _subscribe.pull_subscribe(self, subject, durable, stream, config, bind=bind)
-
     # -- what the server says -----------------------------------------------------------------------------
     def dead_letter(
         self,
