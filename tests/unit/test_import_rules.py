@@ -244,6 +244,16 @@ def module_level_cycles(imports: tuple[Import, ...], known: dict[str, Path]) -> 
     return groups
 
 
+def facade_reads(source: str) -> list[int]:
+    """The lines of ``source`` that read something of a client facade reached as ``<x>.client``: ``js.client.runtime``,
+    ``self.jetstream.client.server_info``. Passing ``js.client`` itself along (an identity to key on) is no read."""
+    return sorted(
+        node.lineno
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) and node.value.attr == "client"
+    )
+
+
 # -- the package keeps them -------------------------------------------------------------------------------------
 
 
@@ -253,6 +263,17 @@ def test_only_the_adapter_imports_nats_py() -> None:
 
 def test_the_jetstream_layer_does_not_import_the_client_facade() -> None:
     assert _check(jetstream_importing_the_client(all_imports())) == []
+
+
+def test_the_jetstream_layer_reads_nothing_of_the_client_facade() -> None:
+    """It talks to the port (``js.runtime``): ``js.client.runtime`` would go through the facade to get it."""
+    found = [
+        f"{name}:{line}"
+        for name, path in package_modules().items()
+        if _under(name, "jetstream_sync.jetstream")
+        for line in facade_reads(path.read_text())
+    ]
+    assert found == []
 
 
 def test_the_runtime_imports_only_the_foundation_of_the_package() -> None:
@@ -334,6 +355,7 @@ def test_the_checks_find_what_they_look_for() -> None:
     assert [(i.module, i.name) for i in private_reaches(imports, known)] == [
         ("jetstream_sync.jetstream.kv.d", "_helper")
     ]
+    assert facade_reads("x = js.client.runtime\nkey(js.client)\nself.jetstream.client.server_info\n") == [1, 3]
     assert module_level_cycles(imports, known) == [
         frozenset({"jetstream_sync.jetstream.a", "jetstream_sync.jetstream.b"})
     ]

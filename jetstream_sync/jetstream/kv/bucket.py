@@ -491,7 +491,7 @@ class KeyValue(ProcessLocal):
         return self._keys(subjects, seconds)
 
     def _keys(self, subjects: list[str], seconds: float) -> Iterator[str]:
-        walk = BucketWalk(self.jetstream.client.runtime, seconds, f"keys() of bucket {self.bucket!r}")
+        walk = BucketWalk(self.jetstream.runtime, seconds, f"keys() of bucket {self.bucket!r}")
         cut = len(self.prefix)
         put = KeyValueOp.PUT
         with contextlib.closing(self._batches(walk, subjects, DeliverPolicy.LAST_PER_SUBJECT, headers_only=True)) as it:
@@ -578,7 +578,7 @@ class KeyValue(ProcessLocal):
 
     def _walk(self, timeout: object, what: str) -> BucketWalk:
         """The deadline of one walk of this bucket (``timeout`` checked; None: the context's)."""
-        return BucketWalk(self.jetstream.client.runtime, check_timeout(timeout, self.jetstream.timeout), what)
+        return BucketWalk(self.jetstream.runtime, check_timeout(timeout, self.jetstream.timeout), what)
 
     def _batches(
         self, walk: BucketWalk, subjects: list[str], policy: DeliverPolicy, *, headers_only: bool
