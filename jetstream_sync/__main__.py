@@ -197,7 +197,7 @@ def _serve(port: int, store_dir: str | None, out: TextIO, err: TextIO) -> int:
     main thread (where Python lets a handler be installed). nats-server shares the terminal's process group, so
     Ctrl-C in a terminal reaches it too and it begins its own shutdown; ``stop()`` then waits for it."""
     from .testing import EmbeddedServer, ServerStartError
-    from .testing._server import _port_in_use
+    from .testing._server import port_in_use
 
     previous = None
     previous_int = None
@@ -212,7 +212,7 @@ def _serve(port: int, store_dir: str | None, out: TextIO, err: TextIO) -> int:
         try:
             info = server.start().wait_ready()
         except ServerStartError as exc:
-            if _port_in_use(str(exc)):
+            if port_in_use(str(exc)):
                 err.write(f"error: 127.0.0.1:{port} is in use (another nats-server?); stop it or pass --port\n")
             else:
                 err.write(f"error: {exc}\n")

@@ -34,6 +34,7 @@ __all__ = [
     "datetime_from_nanos",
     "encode_pub",
     "encode_pub_parts",
+    "filter_covers",
     "is_no_responders",
     "nak_payload",
     "nanos",
@@ -296,3 +297,16 @@ def pending_counts(headers: bytes | None) -> tuple[int, int]:
         return int(parsed.get("Nats-Pending-Messages", 0)), int(parsed.get("Nats-Pending-Bytes", 0))
     except ValueError:
         return 0, 0
+
+
+def filter_covers(wide: str, narrow: str) -> bool:
+    """Whether every subject the filter ``narrow`` matches is matched by the filter ``wide`` as well (``*`` one
+    token, ``>`` the rest): the test that keeps a consumer's ``filter_subjects`` from overlapping, which the
+    server refuses."""
+    w, n = wide.split("."), narrow.split(".")
+    for i, token in enumerate(w):
+        if token == ">":
+            return len(n) > i
+        if i >= len(n) or n[i] == ">" or token not in ("*", n[i]):
+            return False
+    return len(w) == len(n)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import time
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol, SupportsIndex
+from typing import TYPE_CHECKING, Any, Protocol, SupportsIndex, runtime_checkable
 
 import attrs
 
@@ -30,12 +29,13 @@ from .errors import (
 from .headers import Headers, HeadersInput, parse_header_block
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from datetime import timedelta
 
     from .codecs import Codec
     from .jetstream.consumers.delivery import MessageBatch
 
-__all__ = ["AckSender", "Msg", "MsgMetadata", "SequencePair"]
+__all__ = ["AckNextSender", "AckSender", "Msg", "MsgMetadata", "SequencePair"]
 
 _EMPTY_HEADERS = Headers()
 
@@ -53,6 +53,19 @@ class AckSender(Protocol):
 
     def request_ack(self, subject: str, payload: bytes, timeout: float) -> None:
         """Send an ack payload to ``subject`` and wait for the server to confirm it (``ack_sync``)."""
+
+
+@runtime_checkable
+class AckNextSender(AckSender, Protocol):
+    """An [`AckSender`][jetstream_sync.AckSender] that can also start the pull of
+    [`Msg.ack_next`][jetstream_sync.Msg.ack_next]: what the JetStream layer's consumers give their messages
+    (``jetstream/consumers/_acks.py``), so that this module needs none of their engines."""
+
+    def ack_next(
+        self, msg: Msg, batch: int, expires: float, max_bytes: int | None, plain: bool
+    ) -> Callable[[], MessageBatch]:
+        """Check and build the pull that acks ``msg`` and asks for the next ``batch`` message(s), sending
+        nothing (``plain``: the ``+NXT <batch>`` form); the function returned sends it and returns its batch."""
 
 
 @attrs.frozen
@@ -301,29 +314,18 @@ class Msg:
         expires after ``expires`` seconds (the JSON pull-request form). ``expires=None`` sends the short form
         ``+NXT <batch>``, which the server holds until the batch is filled; the batch then waits at most the
         client's default timeout. One round trip instead of an ack and a pull."""
-        from .jetstream.consumers._fetch import AckNextPull
-        from .jetstream.consumers._target import PullTarget
-        from .jetstream.consumers.delivery import MessageBatch
-        from .jetstream.consumers.options import FetchOptions
-
         sender = self._ack_sender()
         if self._acked:
             raise InvalidAckSubjectError("ack_next: this message was already acknowledged (or takes no acks)")
-        runtime = getattr(sender, "runtime_for_pulls", None)
-        if runtime is None:
+        if not isinstance(sender, AckNextSender):
             raise InvalidAckSubjectError("ack_next needs a message received by this client's consumers")
         plain = expires is None
         if plain and max_bytes is not None:
             raise InvalidAckSubjectError("ack_next: max_bytes needs the JSON form; give expires too")
         wait = sender.default_timeout if expires is None else to_seconds("expires", expires)
-        options = FetchOptions(max_messages=batch, max_bytes=max_bytes, expires=wait)
-        meta = self.metadata
-        target = PullTarget(meta.stream, meta.consumer, self.reply.encode(), False)
-        pull = AckNextPull(runtime, target, options)
-        pull.plain = plain
+        send = sender.ack_next(self, batch, wait, max_bytes, plain)
         self._acked = True
-        pull.start()
-        return MessageBatch(pull, time.monotonic() + wait + (0.0 if plain else 1.0))
+        return send()
 
     def ack_sync(self, timeout: float | timedelta | None = None) -> None:
         """Acknowledge and wait until the server confirms it (double ack).

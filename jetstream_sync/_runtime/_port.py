@@ -398,12 +398,6 @@ class Runtime(ProcessLocal):
         parts = [command] if isinstance(command, bytes) else list(command)
         self._nc.append_pending(parts, sum(len(part) for part in parts), 1)
 
-    @property
-    def runtime_for_pulls(self) -> Runtime:
-        """What a message's ``ack_next`` starts its pull on: this runtime (an AckSender that is not one, a
-        test recorder, has no such attribute)."""
-        return self
-
     def respond(self, reply: str, data: bytes, headers: HeadersInput | None) -> None:
         """Any thread: publish a response to ``reply`` (``Msg.respond``), validated as a core publish."""
         self.check_usable()

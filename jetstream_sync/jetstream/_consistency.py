@@ -40,7 +40,6 @@ from typing import TYPE_CHECKING, Literal, NamedTuple, get_args
 from .. import errors
 
 if TYPE_CHECKING:
-    from ..client import Client
     from ..models import StoredMsg, StreamInfo
 
 __all__ = [
@@ -149,12 +148,14 @@ class KnownRevisions:
         return len(self._known)
 
 
-_KNOWN: weakref.WeakKeyDictionary[Client, KnownRevisions] = weakref.WeakKeyDictionary()
+_KNOWN: weakref.WeakKeyDictionary[object, KnownRevisions] = weakref.WeakKeyDictionary()
 _KNOWN_LOCK = threading.Lock()
 
 
-def known_revisions_of(client: Client) -> KnownRevisions:
-    """The `KnownRevisions` of ``client`` (made on first use, gone with the client)."""
+def known_revisions_of(client: object) -> KnownRevisions:
+    """The `KnownRevisions` of ``client`` (made on first use, gone with the client). Any object its handles share
+    and that lives as long as it will do (``js.client``); only its identity is used, so this module needs no
+    import of the client facade."""
     known = _KNOWN.get(client)
     if known is None:
         with _KNOWN_LOCK:

@@ -280,7 +280,7 @@ def open_advisories(
 ) -> Advisories:
     """Validate the arguments, then subscribe (see [`JetStream.advisories`][jetstream_sync.JetStream.advisories] and the
     module docstring)."""
-    runtime = js.client.runtime
+    runtime = js.runtime
     if stream is not None:
         check_name("stream", stream)
     if consumer is not None:

@@ -17,7 +17,7 @@ from .. import _telemetry, errors
 from .._protocol import api_payload, api_response, reply_encoder
 from .._runtime import ProcessLocal, RawReply, Runtime
 from .._validate import check_int, check_timeout, prepare_message
-from ..client import Client
+from ..subscription import Subscription
 from ._features import API_LEVEL_HEADER, require_api_level
 from .retry import default_api_retry, is_idempotent_api, retry_within, split_timeout
 
@@ -40,11 +40,13 @@ _IGNORE = _Ignore()
 class JetStreamAPI(ProcessLocal):
     """The JetStream API of one account or domain: ``prefix`` (``$JS.API`` or ``$JS.<domain>.API``), the
     default ``timeout`` of its requests, and ``retry``, the policy that carries an idempotent request through a
-    cluster election (see `jetstream_sync.jetstream.retry`)."""
+    cluster election (see `jetstream_sync.jetstream.retry`). It talks to the client's
+    [`Runtime`][jetstream_sync.Runtime] port (``client.runtime``), never to the client itself.
+    """
 
-    def __init__(self, client: Client, prefix: str, timeout: float, retry: tenacity.Retrying | None = None) -> None:
-        self.client = client
-        self.runtime: Runtime = client.runtime
+    def __init__(self, runtime: Runtime, prefix: str, timeout: float, retry: tenacity.Retrying | None = None) -> None:
+        #: the client's runtime port: every request goes through it, and the server's INFO is read from it
+        self.runtime = runtime
         self.prefix = prefix
         self.timeout = timeout
         self.retry = retry or default_api_retry()
@@ -79,7 +81,7 @@ class JetStreamAPI(ProcessLocal):
         extra: tuple[tuple[bytes, bytes], ...] = ()
         if required_api_level is not None:
             level = check_int("required_api_level", required_api_level, minimum=1)
-            require_api_level(self.client.server_info, level, f"a request needing JetStream API level {level}")
+            require_api_level(self.runtime.server_info(), level, f"a request needing JetStream API level {level}")
             extra = ((API_LEVEL_HEADER, b"%d" % level),)
         telemetry = _telemetry.ACTIVE
         if telemetry is not None:
@@ -136,6 +138,22 @@ class JetStreamAPI(ProcessLocal):
         seconds = check_timeout(timeout, self.timeout)
         encode = reply_encoder(*prepare_message(subject, api_payload(body), None, runtime.max_payload, headers))
         return runtime.request(encode, seconds, f"JetStream API {subject}")
+
+    def publish(self, subject: str, payload: bytes, *, reply: str) -> None:
+        """Any thread: a request whose answers come as messages on ``reply``, a subscription of the caller's (a
+        batched direct get, a Pull(1)): sent as a core publish, coalesced with other outbound traffic, nothing
+        waited for."""
+        runtime = self.runtime
+        runtime.check_usable()
+        runtime.send(reply_encoder(*prepare_message(subject, payload, None, runtime.max_payload))(reply.encode()))
+
+    def subscribe_replies(self, subject: str, max_pending: int) -> Subscription:
+        """Calling thread: a core subscription to ``subject`` (an inbox of the caller's, wildcards allowed) for
+        the answers of [`publish`][jetstream_sync.JetStreamAPI.publish], read with ``next_msg``; at most
+        ``max_pending`` messages wait in it."""
+        runtime = self.runtime
+        runtime.check_usable()
+        return Subscription.open(runtime, subject, None, max_pending, runtime.default_timeout)
 
     async def request_io(
         self, suffix: str, body: dict[str, Any] | None = None, timeout: float | None = None

@@ -66,10 +66,10 @@ class AtomicBatch:
     one thread adds and commits (a lock makes misuse raise rather than corrupt the sequence)."""
 
     def __init__(self, js: JetStream, *, batch_id: str | None = None, timeout: float | timedelta | None = None) -> None:
-        require_server(js.client.server_info, "atomic batch publish", (2, 12, 0))
+        require_server(js.runtime.server_info(), "atomic batch publish", (2, 12, 0))
         self._js = js
-        self._runtime = js.client.runtime
-        self.batch_id = js.client.runtime.new_token() if batch_id is None else _check_batch_id(batch_id)
+        self._runtime = js.runtime
+        self.batch_id = js.runtime.new_token() if batch_id is None else _check_batch_id(batch_id)
         self.timeout = check_timeout(timeout, js.timeout)
         #: the server's acknowledgement, once committed
         self.ack: BatchAck | None = None

@@ -7,14 +7,14 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import tenacity
 
 from .. import _telemetry, errors
 from .._protocol import Command, reply_encoder
-from .._runtime import ProcessLocal, RawReply
+from .._runtime import ProcessLocal, RawReply, Runtime
 from .._validate import (
     check_int,
     check_name,
@@ -24,23 +24,19 @@ from .._validate import (
     prepare_message,
     to_seconds,
 )
-from ..client import Client
 from ..codecs._payload import Codec, payload_of
 from ..headers import HeadersInput
-from ..message import Msg
 from ..models import (
     AccountInfo,
     ConsumerConfig,
     ConsumerInfo,
     ConsumerPauseState,
-    DeliverPolicy,
     PubAck,
     StreamConfig,
     StreamInfo,
 )
 from ..models.advisory import AdvisoryKind
 from ..models.consumer import ConsumerPauseRequest, check_priority_group
-from . import subscribe as _subscribe
 from ._features import consumer_features, require_features, require_server, server_api_level, stream_features
 from .advisories import Advisories, open_advisories
 from .api import JetStreamAPI
@@ -53,7 +49,6 @@ from .consumers import (
     PushConsumer,
     check_push_config,
 )
-from .consumers.push import DEFAULT_PENDING_BYTES, DEFAULT_PENDING_MSGS
 from .counter import Counter
 from .dead_letter import DeadLetters
 from .fast_publish import FastPublisher
@@ -69,14 +64,17 @@ from .publish import (
 )
 from .retry import default_publish_retry, retry_within, split_timeout, within_deadline
 from .streams import Stream, fetch_stream_info
-from .subscribe import JetStreamSubscription, PullSubscription
+from .subscribe import _SubscribeCalls
+
+if TYPE_CHECKING:  # the facade, only as what JetStream(client) takes and js.client gives back
+    from ..client import Client
 
 __all__ = ["JetStream"]
 
 log = logging.getLogger("jetstream_sync")
 
 
-class JetStream(KeyValueManager, ObjectStoreManager, ProcessLocal):
+class JetStream(KeyValueManager, ObjectStoreManager, _SubscribeCalls, ProcessLocal):
     """Manage streams and consumers, and publish with acknowledgements. Thread-safe; cheap to create.
 
     ``publish_retry`` is a ``tenacity.Retrying`` deciding how "no responders" (503) is retried by
@@ -111,14 +109,15 @@ class JetStream(KeyValueManager, ObjectStoreManager, ProcessLocal):
         for name, policy in (("publish_retry", publish_retry), ("api_retry", api_retry)):
             if policy is not None and not isinstance(policy, tenacity.Retrying):
                 raise errors.InvalidTypeError(name, f"must be a tenacity.Retrying, got {type(policy).__name__}")
-        if not isinstance(client, Client):
+        runtime = getattr(client, "runtime", None)  # the layer below talks to the port, never to the client
+        if not isinstance(runtime, Runtime):
             raise errors.InvalidTypeError("client", f"must be a jetstream_sync.Client, got {type(client).__name__}")
         self.client = client
         self.domain = domain
-        self.timeout = check_timeout(timeout, client.default_timeout)
+        self.timeout = check_timeout(timeout, runtime.default_timeout)
         #: the JetStream API this context talks to; ``js.api.request(suffix, body)`` reaches any API call
-        self.api = JetStreamAPI(client, prefix, self.timeout, api_retry)
-        self._runtime = client.runtime
+        self.api = JetStreamAPI(runtime, prefix, self.timeout, api_retry)
+        self._runtime = runtime
         self._retry = publish_retry or default_publish_retry()
         self._publisher = AsyncPublisher(
             self._runtime,
@@ -132,6 +131,12 @@ class JetStream(KeyValueManager, ObjectStoreManager, ProcessLocal):
         return f"<JetStream api_prefix={self.api_prefix!r}>"
 
     @property
+    def runtime(self) -> Runtime:
+        """The client's [`Runtime`][jetstream_sync.Runtime] port (the same object as ``client.runtime``): what this
+        context, its handles and code that extends the client talk to; application code does not need it."""
+        return self._runtime
+
+    @property
     def api_prefix(self) -> str:
         """``$JS.API``, ``$JS.<domain>.API`` or the prefix given."""
         return self.api.prefix
@@ -141,7 +146,7 @@ class JetStream(KeyValueManager, ObjectStoreManager, ProcessLocal):
         """A create or update, checked for the features the server needs and sent asserting their API level."""
         if not isinstance(config, StreamConfig):
             raise errors.InvalidTypeError("config", f"must be a StreamConfig, got {type(config).__name__}")
-        level = require_features(self.client.server_info, stream_features(config))
+        level = require_features(self._runtime.server_info(), stream_features(config))
         response = self.api.request(f"STREAM.{action}.{config.name}", config.to_json(), required_api_level=level)
         return Stream(self, StreamInfo.from_json(response))
 
@@ -167,7 +172,7 @@ class JetStream(KeyValueManager, ObjectStoreManager, ProcessLocal):
     def counter(self, name: str) -> Counter:
         """The counters of stream ``name``, which must allow them (``StreamConfig(allow_msg_counter=True)``,
         nats-server 2.12+); see [`Counter`][jetstream_sync.Counter]."""
-        require_server(self.client.server_info, "counters", (2, 12, 0))
+        require_server(self._runtime.server_info(), "counters", (2, 12, 0))
         stream = self.stream(name)
         if not stream.cached_info.config.allow_msg_counter:
             raise errors.InvalidArgumentError(
@@ -224,7 +229,7 @@ class JetStream(KeyValueManager, ObjectStoreManager, ProcessLocal):
     def server_api_level(self) -> int:
         """The JetStream API level (ADR-44) the connected server advertises (``api_lvl`` in its INFO; 0 from a
         server older than 2.12): nats.go's ``nc.ConnectedServerJetStream()``. Asks nothing."""
-        return server_api_level(self.client.server_info)
+        return server_api_level(self._runtime.server_info())
 
     # -- consumers --------------------------------------------------------------------------------------
     def _consumer_request(self, stream: str, config: ConsumerConfig, action: str) -> ConsumerInfo:
@@ -235,7 +240,7 @@ class JetStream(KeyValueManager, ObjectStoreManager, ProcessLocal):
         if not name:
             name = self._runtime.new_token()
             config = attrs.evolve(config, name=name)
-        level = require_features(self.client.server_info, consumer_features(config))
+        level = require_features(self._runtime.server_info(), consumer_features(config))
         body: dict[str, Any] = {"stream_name": stream, "config": config.to_json()}
         if action:
             body["action"] = action
@@ -353,7 +358,7 @@ class JetStream(KeyValueManager, ObjectStoreManager, ProcessLocal):
         check_name("stream", stream)
         check_name("name", name)
         body = None if sequence is None else {"seq": check_int("sequence", sequence, minimum=1)}
-        require_server(self.client.server_info, "resetting a consumer", (2, 14, 0))
+        require_server(self._runtime.server_info(), "resetting a consumer", (2, 14, 0))
         try:
             return ConsumerInfo.from_json(self.api.request(f"CONSUMER.RESET.{stream}.{name}", body))
         except errors.TimeoutError:
@@ -368,11 +373,11 @@ class JetStream(KeyValueManager, ObjectStoreManager, ProcessLocal):
         check_name("stream", stream)
         check_name("name", name)
         check_priority_group("group", group)
-        require_server(self.client.server_info, "unpinning a consumer", (2, 11, 0))
+        require_server(self._runtime.server_info(), "unpinning a consumer", (2, 11, 0))
         self.api.request(f"CONSUMER.UNPIN.{stream}.{name}", {"group": group})
 
     def _pause_request(self, stream: str, name: str, body: dict[str, Any], what: str) -> ConsumerPauseState:
-        require_server(self.client.server_info, what, (2, 11, 0))
+        require_server(self._runtime.server_info(), what, (2, 11, 0))
         return ConsumerPauseState.from_json(self.api.request(f"CONSUMER.PAUSE.{stream}.{name}", body))
 
     def consumers(self, stream: str) -> Iterator[ConsumerInfo]:
@@ -410,7 +415,7 @@ class JetStream(KeyValueManager, ObjectStoreManager, ProcessLocal):
         self._runtime.check_usable()
         data = payload_of(data, codec)
         seconds = check_timeout(timeout, self.timeout)
-        opts = _publish_options(options, checks, subject, self.client)
+        opts = _publish_options(options, checks, subject, self._runtime)
         telemetry = _telemetry.ACTIVE
         if telemetry is not None:
             return telemetry.publish(
@@ -544,7 +549,7 @@ class JetStream(KeyValueManager, ObjectStoreManager, ProcessLocal):
         """
         self._runtime.check_usable()
         data = payload_of(data, codec)
-        opts = _publish_options(options, checks, subject, self.client)
+        opts = _publish_options(options, checks, subject, self._runtime)
         telemetry = _telemetry.ACTIVE
         if telemetry is not None:
             return telemetry.publish_async(
@@ -605,72 +610,6 @@ class JetStream(KeyValueManager, ObjectStoreManager, ProcessLocal):
         self._publisher.complete(check_timeout(timeout, self.timeout))
 
     # -- the ADR-15 / ADR-13 subscribe API (nats-py's calls, blocking) ------------------------------------
-    def subscribe(
-        self,
-        subject: str | None,
-        queue: str | None = None,
-        cb: Callable[[Msg], object] | None = None,
-        durable: str | None = None,
-        stream: str | None = None,
-        config: ConsumerConfig | None = None,
-        manual_ack: bool = False,
-        ordered_consumer: bool = False,
-        idle_heartbeat: float | timedelta | None = None,
-        flow_control: bool = False,
-        pending_msgs_limit: int = DEFAULT_PENDING_MSGS,
-        pending_bytes_limit: int = DEFAULT_PENDING_BYTES,
-        deliver_policy: DeliverPolicy | None = None,
-        headers_only: bool | None = None,
-        inactive_threshold: float | timedelta | None = None,
-        *,
-        bind: bool = False,
-        consumer: str | None = None,
-        error_cb: Callable[[BaseException], object] | None = None,
-    ) -> JetStreamSubscription:
-        """A push subscription as nats-py's ``js.subscribe`` (same arguments and order), per ADR-15.
-
-        Finds the stream from ``subject`` unless ``stream`` is given; binds to ``durable`` / ``consumer`` (the
-        ``queue`` name when neither is given) after ADR-15's checks, or creates the consumer (after subscribing)
-        and then deletes it on ``unsubscribe()`` / ``drain()``. ``bind=True`` only binds. With ``cb`` the
-        callback runs on the subscription's own thread and each message is acked when it returns unless
-        ``manual_ack``; without it read with ``next_msg(timeout)`` or iteration. Asynchronous errors (heartbeat
-        alarms, gaps, statuses, a failed delete after drain) go to ``error_cb`` (or the log).
-        """
-        return _subscribe.subscribe(
-            self,
-            subject,
-            queue,
-            cb,
-            durable,
-            stream,
-            config,
-            manual_ack,
-            ordered_consumer,
-            idle_heartbeat,
-            flow_control,
-            pending_msgs_limit,
-            pending_bytes_limit,
-            deliver_policy,
-            headers_only,
-            inactive_threshold,
-            bind=bind,
-            consumer=consumer,
-            error_cb=error_cb,
-        )
-
-    def pull_subscribe(
-        self,
-        subject: str | None,
-        durable: str | None = None,
-        stream: str | None = None,
-        config: ConsumerConfig | None = None,
-        *,
-        bind: bool = False,
-    ) -> PullSubscription:
-        """A pull subscription as nats-py's ``js.pull_subscribe`` (ADR-13 fetch): ``fetch(batch, timeout)``
-        returns a list, or raises TimeoutError when no message came."""
-        return _subscribe.pull_subscribe(self, subject, durable, stream, config, bind=bind)
-
     # -- what the server says -----------------------------------------------------------------------------
     def dead_letter(
         self,
@@ -707,7 +646,7 @@ def _size(data: object) -> int:
 
 
 def _publish_options(
-    options: PublishOptions | None, checks: dict[str, Any], subject: str, client: Client
+    options: PublishOptions | None, checks: dict[str, Any], subject: str, runtime: Runtime
 ) -> PublishOptions:
     """The checks of one publish, from ``options=`` or the keywords (the common case, none, costs nothing)."""
     if options is None and not checks:
@@ -715,7 +654,7 @@ def _publish_options(
     opts = options_from(PublishOptions, options, checks, "publish")
     if opts.schedule is not None:
         opts.schedule.check_for(subject)
-        require_server(client.server_info, "this message schedule", opts.schedule.needs)
+        require_server(runtime.server_info(), "this message schedule", opts.schedule.needs)
     if opts.trace_dest is not None:
-        require_server(client.server_info, "message tracing (trace_dest)", (2, 11, 0))
+        require_server(runtime.server_info(), "message tracing (trace_dest)", (2, 11, 0))
     return opts

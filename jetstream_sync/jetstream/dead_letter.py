@@ -97,7 +97,7 @@ class DeadLetters:
             self._thread = threading.Thread(
                 target=self._listen, name=f"jetstream-sync-dead-letters-{stream}-{consumer}", daemon=True
             )
-            js.client.runtime.track_thread(self._thread)
+            js.runtime.track_thread(self._thread)
             self._thread.start()
         else:
             self._consume = self._open_events(self.events_stream)

@@ -38,7 +38,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from .. import errors
 from .._protocol import NS_PER_SECOND, api_payload, datetime_from_nanos, status_of
 from .._validate import check_int, check_subject, check_timeout
-from ..client import Client
 from ..headers import Headers, parse_header_block
 from ..models import StoredMsg, parse_time
 from .retry import retry_within, split_timeout
@@ -223,11 +222,11 @@ def direct_get_batch_raw(
     deadline = time.monotonic() + seconds
     if len(filters) <= 1:
         result = _request(
-            js.client, subject, _batch_body(start, count, filters[0] if filters else None, max_bytes), count, deadline
+            js.api, subject, _batch_body(start, count, filters[0] if filters else None, max_bytes), count, deadline
         )
     else:
         result = _merge(
-            [_request(js.client, subject, _batch_body(start, count, f, max_bytes), count, deadline) for f in filters],
+            [_request(js.api, subject, _batch_body(start, count, f, max_bytes), count, deadline) for f in filters],
             count,
             max_bytes,
         )
@@ -266,7 +265,7 @@ def direct_get_last_raw(
         body: dict[str, Any] = {"multi_last": part, "batch": MULTI_LAST_LIMIT}
         if pinned is not None:
             body["up_to_seq"] = pinned
-        result = _request(js.client, subject, body, MULTI_LAST_LIMIT, deadline)
+        result = _request(js.api, subject, body, MULTI_LAST_LIMIT, deadline)
         found.extend(result.messages)
         if pinned is None and result.up_to_seq:
             pinned = result.up_to_seq
@@ -336,13 +335,13 @@ def _batch_body(start: int, count: int, subject_filter: str | None, max_bytes: i
     return body
 
 
-def _request(client: Client, subject: str, body: dict[str, Any], count: int, deadline: float) -> DirectBatch:
+def _request(api: JetStreamAPI, subject: str, body: dict[str, Any], count: int, deadline: float) -> DirectBatch:
     """Send one batch request and collect its messages up to the end-of-batch status."""
-    inbox = client.new_inbox()
+    inbox = api.runtime.new_inbox()
     # Room for the whole batch and its EOB, so a burst is never dropped as a slow consumer.
-    sub = client.subscribe(inbox, max_pending=count + 2)
+    sub = api.subscribe_replies(inbox, max_pending=count + 2)
     try:
-        client.publish(subject, api_payload(body), reply=inbox)
+        api.publish(subject, api_payload(body), reply=inbox)
         messages: list[RawStoredMsg] = []
         while True:
             remaining = deadline - time.monotonic()

@@ -90,8 +90,8 @@ class FastPublisher:
             raise errors.InvalidTypeError("continue_on_gap", f"must be a bool, got {type(continue_on_gap).__name__}")
         if error_handler is not None and not callable(error_handler):
             raise errors.InvalidTypeError("error_handler", "must be callable")
-        require_server(js.client.server_info, "the fast-ingest publisher", (2, 14, 0))
-        self._runtime = js.client.runtime
+        require_server(js.runtime.server_info(), "the fast-ingest publisher", (2, 14, 0))
+        self._runtime = js.runtime
         self.timeout = check_timeout(timeout, js.timeout)
         self.flow = flow
         self.max_outstanding_acks = max_outstanding_acks

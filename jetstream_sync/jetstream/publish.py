@@ -8,18 +8,17 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
 from .. import errors
 from .._protocol import Command, api_response, encode_pub_parts
 from .._runtime import LightFuture, Runtime, wait_while
-from .._validate import PreparedMessage, check_int, check_str_or_none, check_subject, check_timeout, to_seconds
+from .._validate import PreparedMessage, check_int, check_str_or_none, check_subject, check_timeout
 from ..models import PubAck
-
-if TYPE_CHECKING:
-    from .schedule import Schedule
+from ._durations import message_ttl, ttl_header
+from .schedule import Schedule
 
 __all__ = [
     "NO_CHECKS",
@@ -57,33 +56,10 @@ def _optional_sequence(_inst: object, attr: attrs.Attribute[Any], value: object)
 
 
 def _optional_schedule(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
-    from .schedule import Schedule  # schedule.py builds on this module's TTL rules
-
     if value is not None and not isinstance(value, Schedule):
         raise errors.InvalidTypeError(
             attr.name, f"must be a Schedule (Schedule.at / every / cron), got {type(value).__name__}"
         )
-
-
-def _message_ttl(value: float | timedelta | str | None) -> float | str | None:
-    """``ttl``: seconds (int, float or timedelta, at least 1 s, as the server requires) or ``"never"``."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        if value == "never":
-            return value
-        raise errors.InvalidArgumentError("ttl", f"must be seconds or 'never', got {value!r}")
-    seconds = to_seconds("ttl", value)
-    if seconds < 1:
-        raise errors.InvalidArgumentError("ttl", f"must be at least 1 second (the server's minimum), got {seconds}")
-    return seconds
-
-
-def ttl_header(ttl: float | str) -> bytes:
-    """The ``Nats-TTL`` value: whole milliseconds in Go duration syntax, which the server parses exactly."""
-    if ttl == "never":
-        return b"never"
-    return b"%dms" % round(float(ttl) * 1000)
 
 
 @attrs.frozen(kw_only=True)
@@ -112,7 +88,7 @@ class PublishOptions:
     expected_last_subject_sequence: int | None = attrs.field(default=None, validator=_optional_sequence)
     expected_last_msg_id: str | None = attrs.field(default=None, validator=_optional_text)
     expected_last_subject_sequence_subject: str | None = attrs.field(default=None, validator=_optional_filter)
-    ttl: float | str | None = attrs.field(default=None, converter=_message_ttl)
+    ttl: float | str | None = attrs.field(default=None, converter=message_ttl)
     #: a message schedule (ADR-51, `Schedule`): the stream publishes this message later to its target
     schedule: Schedule | None = attrs.field(default=None, validator=_optional_schedule)
     #: where the servers send this message's trace events (ADR-41, nats-server 2.11+): a subject, no wildcards

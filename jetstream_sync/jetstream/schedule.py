@@ -30,7 +30,7 @@ import attrs
 
 from .. import errors
 from .._validate import check_subject, to_seconds
-from .publish import _message_ttl, ttl_header
+from ._durations import go_duration, message_ttl, parse_go_duration, ttl_header
 
 __all__ = ["PREDEFINED", "Schedule"]
 
@@ -116,18 +116,6 @@ def _time_zone(value: str) -> str:
     return value
 
 
-def _go_duration(seconds: float) -> str:
-    """Seconds as a Go duration the server parses exactly."""
-    if seconds == int(seconds):
-        return f"{int(seconds)}s"
-    return f"{round(seconds * 1000)}ms"
-
-
-_GO_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_GO_DURATION = re.compile(r"(?:([0-9]+(?:\.[0-9]+)?)(ns|us|µs|ms|s|m|h))+")
-_GO_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|µs|ms|s|m|h)")
-
-
 def _at_time(text: str) -> None:
     try:
         when = datetime.fromisoformat(text.replace("Z", "+00:00"))
@@ -138,11 +126,11 @@ def _at_time(text: str) -> None:
 
 
 def _every_interval(text: str) -> None:
-    if _GO_DURATION.fullmatch(text) is None:
+    seconds = parse_go_duration(text)
+    if seconds is None:
         raise errors.InvalidArgumentError(
             "schedule", f"'@every' needs a duration such as '30s' or '1h30m', got {text!r}"
         )
-    seconds = sum(float(n) * _GO_UNITS[unit] for n, unit in _GO_PART.findall(text))
     if seconds < 1:
         raise errors.InvalidArgumentError(
             "schedule", f"'@every' must be at least 1s (the server's minimum), got {text!r}"
@@ -178,7 +166,7 @@ class Schedule:
     #: the subject the copies are stored on: a literal subject of the same stream, not the schedule's own
     target: str = attrs.field(validator=_literal)
     #: a TTL on each copy (seconds, at least 1, or "never"); the stream needs ``allow_msg_ttl``
-    ttl: float | str | None = attrs.field(default=None, converter=_message_ttl)
+    ttl: float | str | None = attrs.field(default=None, converter=message_ttl)
     #: the zone cron fields are read in (IANA name); UTC without one
     time_zone: str | None = attrs.field(default=None, converter=attrs.converters.optional(_time_zone))
     #: 2.14+: copy the last message on this subject (payload and headers) instead of the schedule's own
@@ -228,7 +216,7 @@ class Schedule:
             raise errors.InvalidArgumentError(
                 "interval", f"must be at least 1 second (the server's minimum), got {seconds:g}"
             )
-        return cls(pattern=f"@every {_go_duration(seconds)}", target=target, ttl=ttl, source=source, rollup=rollup)
+        return cls(pattern=f"@every {go_duration(seconds)}", target=target, ttl=ttl, source=source, rollup=rollup)
 
     @classmethod
     def cron(

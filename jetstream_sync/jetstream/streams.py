@@ -168,14 +168,14 @@ class Stream(ProcessLocal):
         (wildcards allowed), up to ``up_to_seq``, and within ``max_bytes`` of payload. Needs ``allow_direct``
         (NoRespondersError otherwise) and nats-server 2.11+; see
         [`jetstream_sync.direct.direct_get_batch`][jetstream_sync.direct.direct_get_batch]."""
-        require_server(self.jetstream.client.server_info, "batched direct get", (2, 11, 0))
+        require_server(self.jetstream.runtime.server_info(), "batched direct get", (2, 11, 0))
         return direct_get_batch(self, start_seq, batch, subjects=subjects, up_to_seq=up_to_seq, max_bytes=max_bytes)
 
     def get_last_msgs_for(self, subjects: Sequence[str], *, up_to_seq: int | None = None) -> list[StoredMsg]:
         """The last message on each subject matching ``subjects`` (wildcards allowed), in stream order, read
         at one moment (or as of ``up_to_seq``). Subjects with no message are absent. Needs ``allow_direct`` and
         nats-server 2.11+; see [`jetstream_sync.direct.direct_get_last`][jetstream_sync.direct.direct_get_last]."""
-        require_server(self.jetstream.client.server_info, "multi-subject direct get", (2, 11, 0))
+        require_server(self.jetstream.runtime.server_info(), "multi-subject direct get", (2, 11, 0))
         return direct_get_last(self, subjects, up_to_seq=up_to_seq)
 
     def _use_direct(self, direct: bool | None) -> bool:

@@ -8,6 +8,10 @@ handle the "already exists" race by looking up and checking again, and delete on
 ``drain()`` only a consumer this subscription created. Delivery runs on the push engine
 (``consumers/_push.py``) with ADR-15's automatic status management; ``pull_subscribe(...).fetch`` follows
 ADR-13 (a no-wait pull first, then a long pull expiring 100 ms before the client's timeout).
+
+Each call's signature is stated once, on `_SubscribeCalls` (a base of the JetStream context), and runs in three
+steps: check the arguments (all of them before anything is sent), look the consumer up (the ADR-15 rules of
+``_binding.py``), open the subscription (`_open`, `_open_ordered`, `_open_pull`).
 """
 
 from __future__ import annotations
@@ -28,6 +32,16 @@ from .._validate import check_callable, check_int, check_name, check_queue, chec
 from ..message import Msg
 from ..models import AckPolicy, ConsumerConfig, ConsumerInfo, ConsumerLag, DeliverPolicy
 from ..subscription import Subscription
+from ._binding import (
+    check_drift,
+    check_pull_binding,
+    check_push_binding,
+    create_if_absent,
+    find_stream,
+    lookup,
+    settle_unbound,
+)
+from ._bucket import as_jetstream
 from .consumers import OrderedConsumerConfig
 from .consumers._chain import ConsumerChain
 from .consumers._fetch import FetchPull
@@ -41,145 +55,13 @@ from .consumers.push import DEFAULT_PENDING_BYTES, DEFAULT_PENDING_MSGS
 if TYPE_CHECKING:
     from .context import JetStream
 
-__all__ = ["JetStreamSubscription", "PullSubscription", "pull_subscribe", "subscribe"]
+__all__ = ["JetStreamSubscription", "PullSubscription"]
 
 log = logging.getLogger("jetstream_sync")
 
 # ADR-13: the long pull expires this long before the client gives up, so the server's 408 comes first.
 _PULL_MARGIN = 0.1
 _NO_WAIT_ONE = b'{"batch":1,"no_wait":true}'
-# Fields of a ConsumerConfig that are about binding, not the consumer's behaviour (never "drift").
-# Checked by their own ADR-15 rules (or naming the consumer); deliver_subject is compared like the rest: a
-# config asking for delivery to one subject must not silently bind to a consumer delivering to another.
-_BINDING_FIELDS = frozenset({"name", "durable_name", "deliver_group", "filter_subject", "filter_subjects", "metadata"})
-_DEFAULTS = {f.name: f.default for f in attrs.fields(ConsumerConfig)}
-# How long a subscribe waits for the server to drop a previous subscriber's binding, and its first pause
-# between asking (doubled each time): about 7 requests when the binding is real.
-_UNBIND_GRACE = 1.0
-_UNBIND_FIRST_PAUSE = 0.01
-
-
-# -- the ADR-15 checks --------------------------------------------------------------------------------------
-def find_stream(js: JetStream, subject: str) -> str:
-    """The one stream capturing ``subject`` (ADR-15 "Stream name"); an error for none or several."""
-    names = list(js.stream_names(subject))
-    if not names:
-        raise errors.StreamNotFoundError(
-            404,
-            10059,
-            f"no stream captures subject {subject!r}; create one whose subjects include it (js.create_stream("
-            f"StreamConfig(name=..., subjects=[{subject!r}]))) or pass stream=",
-        )
-    if len(names) > 1:
-        raise errors.SubscribeError(
-            f"subject {subject!r} is captured by several streams ({', '.join(sorted(names))}); pass stream="
-        )
-    return str(names[0])
-
-
-def check_drift(given: ConsumerConfig, existing: ConsumerConfig) -> None:
-    """ADR-15: a configuration that differs from the existing consumer's is an error (subscribe never updates
-    a consumer). Only fields the caller set (different from the default) are compared."""
-    drifted = []
-    for field in attrs.fields(ConsumerConfig):
-        if field.name in _BINDING_FIELDS:
-            continue
-        mine = getattr(given, field.name)
-        if mine is None or mine == _DEFAULTS[field.name]:
-            continue
-        if mine != getattr(existing, field.name):
-            drifted.append(f"{field.name}={mine!r} (the consumer has {getattr(existing, field.name)!r})")
-    if drifted:
-        raise errors.ConsumerConfigMismatchError(
-            "the configuration given differs from the existing consumer's: " + "; ".join(drifted) + ". Subscribe does"
-            " not change consumers: update it with js.update_consumer, or drop the differing options"
-        )
-
-
-def check_filter(info: ConsumerInfo, subject: str | None) -> None:
-    config = info.config
-    filters = [config.filter_subject] if config.filter_subject else list(config.filter_subjects or [])
-    if subject and filters and subject not in filters:
-        raise errors.SubjectMismatchError(
-            f"consumer {info.name!r} filters {', '.join(filters)}, not {subject!r}; subscribe to its subject or use "
-            "another consumer"
-        )
-
-
-def check_push_binding(info: ConsumerInfo, queue: str | None, subject: str | None) -> None:
-    """Every ADR-15 check of binding a push subscription to an existing consumer."""
-    config = info.config
-    if not config.deliver_subject:
-        raise errors.PullSubscribeRequiredError(
-            f"consumer {info.name!r} is a pull consumer (no deliver_subject); use js.pull_subscribe"
-        )
-    check_filter(info, subject)
-    group = config.deliver_group
-    if queue is None:
-        if group:
-            raise errors.ConsumerIsQueueBoundError(
-                f"consumer {info.name!r} was created for queue group {group!r}; subscribe with queue={group!r}"
-            )
-        if info.push_bound:
-            raise errors.DuplicateSubscriptionError(
-                f"consumer {info.name!r} is already bound to a subscriber and has no deliver group; a second "
-                "subscriber would receive every message again"
-            )
-        return
-    if not group:
-        raise errors.ConsumerNotQueueError(
-            f"consumer {info.name!r} was created without a deliver group; it cannot serve queue {queue!r}"
-        )
-    if group != queue:
-        raise errors.DeliverGroupMismatchError(f"consumer {info.name!r} serves queue group {group!r}, not {queue!r}")
-    if config.flow_control:
-        raise errors.QueueFlowControlError(f"consumer {info.name!r} has flow control, which queue groups cannot use")
-    if config.idle_heartbeat:
-        raise errors.QueueHeartbeatError(f"consumer {info.name!r} has idle heartbeats, which queue groups cannot use")
-
-
-def check_pull_binding(info: ConsumerInfo, subject: str | None) -> None:
-    if info.config.deliver_subject:
-        raise errors.PullSubscribeToPushConsumerError(
-            f"consumer {info.name!r} is a push consumer (deliver_subject {info.config.deliver_subject!r}); use "
-            "js.subscribe"
-        )
-    check_filter(info, subject)
-
-
-def _lookup(js: JetStream, stream: str, name: str) -> ConsumerInfo | None:
-    try:
-        return js.consumer_info(stream, name)
-    except errors.ConsumerNotFoundError:
-        return None
-
-
-def _settle_unbound(js: JetStream, info: ConsumerInfo, queue: str | None) -> ConsumerInfo | None:
-    """Give the server a moment to see that a previous subscriber of this consumer went away.
-
-    The server clears ``push_bound`` when it notices the deliver subject lost its interest, which happens
-    asynchronously after the UNSUB: a subscribe right after an unsubscribe (nats.go #1269) would otherwise
-    see the old binding and fail with DuplicateSubscriptionError. A genuine second subscriber still fails,
-    ``_UNBIND_GRACE`` later.
-    """
-    if queue is not None or info.config.deliver_group or not info.push_bound:
-        return info
-    deadline = time.monotonic() + _UNBIND_GRACE
-    pause = _UNBIND_FIRST_PAUSE
-    current: ConsumerInfo | None = info
-    while current is not None and current.push_bound and (remaining := deadline - time.monotonic()) > 0:
-        time.sleep(min(pause, remaining))
-        pause *= 2
-        current = _lookup(js, info.stream_name, info.name)
-    return current
-
-
-def _create(js: JetStream, stream: str, config: ConsumerConfig) -> ConsumerInfo | None:
-    """Create the consumer; None when it appeared meanwhile (the "already exists" race)."""
-    try:
-        return js._consumer_request(stream, config, "create")
-    except errors.ConsumerExistsError:
-        return None
 
 
 # -- push ---------------------------------------------------------------------------------------------------
@@ -303,31 +185,16 @@ def _acking(cb: Callable[[Msg], object]) -> Callable[[Msg], object]:
     return handler
 
 
-def subscribe(
+def _check_push(
     js: JetStream,
     subject: str | None,
-    queue: str | None = None,
-    cb: Callable[[Msg], object] | None = None,
-    durable: str | None = None,
-    stream: str | None = None,
-    config: ConsumerConfig | None = None,
-    manual_ack: bool = False,
-    ordered_consumer: bool = False,
-    idle_heartbeat: float | timedelta | None = None,
-    flow_control: bool = False,
-    pending_msgs_limit: int = DEFAULT_PENDING_MSGS,
-    pending_bytes_limit: int = DEFAULT_PENDING_BYTES,
-    deliver_policy: DeliverPolicy | None = None,
-    headers_only: bool | None = None,
-    inactive_threshold: float | timedelta | None = None,
-    *,
-    bind: bool = False,
-    consumer: str | None = None,
-    error_cb: Callable[[BaseException], object] | None = None,
-) -> JetStreamSubscription:
-    """See [`JetStream.subscribe`][jetstream_sync.JetStream.subscribe]."""
-    js.client.runtime.check_usable()
-    # -- arguments, all checked before anything is sent ---------------------------------------------------
+    queue: str | None,
+    cb: Callable[[Msg], object] | None,
+    error_cb: Callable[[BaseException], object] | None,
+    config: ConsumerConfig | None,
+) -> None:
+    """The arguments of every kind of push subscription (the rest are checked where they are read)."""
+    js.runtime.check_usable()
     if subject is not None:
         check_subject("subject", subject, wildcards=True)
     if queue is not None:
@@ -338,136 +205,149 @@ def subscribe(
         check_callable("error_cb", error_cb)
     if config is not None and not isinstance(config, ConsumerConfig):
         raise errors.InvalidTypeError("config", f"must be a ConsumerConfig, got {type(config).__name__}")
-    limits = PushLimits(
-        max_messages=check_int("pending_msgs_limit", pending_msgs_limit, minimum=1),
-        max_bytes=check_int("pending_bytes_limit", pending_bytes_limit, minimum=1),
-        alarm_after=None,
-    )
-    cfg = config or ConsumerConfig()
-    heartbeat = to_seconds("idle_heartbeat", idle_heartbeat) if idle_heartbeat is not None else cfg.idle_heartbeat
-    flow = bool(flow_control or cfg.flow_control)
-    name = consumer or cfg.durable_name or cfg.name or durable
-    if durable is not None:
-        check_name("durable", durable)
-    if ordered_consumer:
-        if queue is not None or name is not None or bind:
-            raise errors.InvalidArgumentError(
-                "ordered_consumer", "an ordered consumer is ephemeral and single: no queue, durable, consumer or bind"
-            )
-        if manual_ack:
-            raise errors.InvalidArgumentError("manual_ack", "an ordered consumer takes no acks")
-    if queue is not None:
-        if flow:
-            raise errors.QueueFlowControlError("flow_control cannot be used with a queue subscription (ADR-15)")
-        if heartbeat:
-            raise errors.QueueHeartbeatError("idle_heartbeat cannot be used with a queue subscription (ADR-15)")
-        if name is None:
-            name = queue  # ADR-15: the queue name is the durable when neither consumer nor durable is given
-    if bind and (name is None or stream is None):
-        raise errors.InvalidArgumentError("bind", "binding needs both stream= and a consumer (consumer= or durable=)")
-    if subject is None and stream is None:
-        raise errors.InvalidArgumentError("subject", "give a subject, or stream= and the consumer to bind to")
-    stream_name = check_name("stream", stream) if stream is not None else find_stream(js, subject or "")
-    runtime = js.client.runtime
-    label = f"{stream_name}/{name or 'ephemeral'}"
-    report = reporter(label, error_cb, runtime)
 
-    if ordered_consumer:
-        ordered = OrderedConsumerConfig(
-            filter_subjects=[subject] if subject else None,
-            deliver_policy=deliver_policy or cfg.deliver_policy,
-            opt_start_seq=cfg.opt_start_seq,
-            opt_start_time=cfg.opt_start_time,
-            headers_only=bool(headers_only or cfg.headers_only),
-            inactive_threshold=to_seconds("inactive_threshold", inactive_threshold) if inactive_threshold else 300.0,
-        )
-        engine: PushEngine = OrderedPush(
-            runtime,
-            ConsumerChain(js.api, stream_name, ordered, push=True),
-            start_seq=0,
-            heartbeat=heartbeat or 5.0,
-            limits=limits,
-            report=report,
-        )
-        engine.start(js.timeout)
+
+@attrs.frozen(kw_only=True)
+class _PushPlan:
+    """What a checked ``js.subscribe`` asks for, as its look-up and open steps read it."""
+
+    js: JetStream
+    stream: str
+    subject: str | None
+    queue: str | None
+    #: the consumer to bind to or create (None: an ephemeral one)
+    name: str | None
+    #: the config given (None: none), and the one to build on (the given one or the default)
+    config: ConsumerConfig | None
+    cfg: ConsumerConfig
+    heartbeat: float | None
+    flow: bool
+    limits: PushLimits
+    deliver_policy: DeliverPolicy | None
+    headers_only: bool | None
+    inactive_threshold: float | timedelta | None
+    cb: Callable[[Msg], object] | None
+    manual_ack: bool
+    error_cb: Callable[[BaseException], object] | None
+    report: Callable[[BaseException], None]
+
+    def subscription(self, engine: PushEngine, info: ConsumerInfo, created: bool) -> JetStreamSubscription:
         return JetStreamSubscription(
-            js, engine, stream=stream_name, consumer=None, created=False, cb=cb, manual_ack=True, error_cb=error_cb
+            self.js,
+            engine,
+            stream=self.stream,
+            consumer=info.name,
+            created=created,
+            cb=self.cb,
+            manual_ack=self.manual_ack,
+            error_cb=self.error_cb,
         )
 
-    # -- look the consumer up ---------------------------------------------------------------------------
-    info = _lookup(js, stream_name, name) if name is not None else None
-    if info is not None:
-        info = _settle_unbound(js, info, queue)
-    if info is None and bind:
-        raise errors.ConsumerNotFoundError(404, 10014, "consumer not found", stream_name, name)
-    if info is not None:
-        check_push_binding(info, queue, subject)
-        if config is not None:
-            check_drift(config, info.config)
 
-    # -- the NATS subscription first, then the consumer -------------------------------------------------
-    deliver = (info.config.deliver_subject if info is not None else None) or cfg.deliver_subject or runtime.new_inbox()
-
-    def open_engine(deliver_subject: str, consumer_config: ConsumerConfig) -> PushEngine:
-        push = PushEngine(
-            runtime,
-            label=label,
-            deliver_subject=deliver_subject,
-            queue=queue or "",
-            ack_none=consumer_config.ack_policy == AckPolicy.NONE,
-            heartbeat=consumer_config.idle_heartbeat or 0.0,
-            limits=limits,
-            gap_detection=queue is None,
-            report=report,
-        )
-        push.start(js.timeout)
-        return push
-
-    created = False
-    if info is not None:
-        engine = open_engine(deliver, info.config)
-    else:
-        wanted = attrs.evolve(
-            cfg,
-            durable_name=name if name is not None and cfg.name is None else cfg.durable_name,
-            deliver_subject=deliver,
-            deliver_group=queue,
-            filter_subject=subject if subject and not cfg.filter_subjects else cfg.filter_subject,
-            flow_control=True if flow else None,
-            idle_heartbeat=heartbeat,
-            deliver_policy=deliver_policy or cfg.deliver_policy,
-            headers_only=headers_only if headers_only is not None else cfg.headers_only,
-            inactive_threshold=to_seconds("inactive_threshold", inactive_threshold)
-            if inactive_threshold is not None
-            else cfg.inactive_threshold,
-        )
-        engine = open_engine(deliver, wanted)
-        try:
-            made = _create(js, stream_name, wanted)
-            if made is None:  # the race: someone created it between our lookup and our create
-                assert name is not None
-                existing = js.consumer_info(stream_name, name)
-                check_push_binding(existing, queue, subject)
-                if existing.config.deliver_subject != deliver:
-                    engine.stop()
-                    assert existing.config.deliver_subject is not None
-                    engine = open_engine(existing.config.deliver_subject, existing.config)
-                info = existing
-            else:
-                info, created = made, True
-        except BaseException:
-            engine.stop()
-            raise
-    return JetStreamSubscription(
-        js,
-        engine,
-        stream=stream_name,
-        consumer=info.name,
-        created=created,
-        cb=cb,
-        manual_ack=manual_ack,
-        error_cb=error_cb,
+def _open_ordered(plan: _PushPlan) -> JetStreamSubscription:
+    """Open: an ordered push consumer over a chain of ephemeral links (no look-up: nothing to bind to)."""
+    cfg, inactive = plan.cfg, plan.inactive_threshold
+    ordered = OrderedConsumerConfig(
+        filter_subjects=[plan.subject] if plan.subject else None,
+        deliver_policy=plan.deliver_policy or cfg.deliver_policy,
+        opt_start_seq=cfg.opt_start_seq,
+        opt_start_time=cfg.opt_start_time,
+        headers_only=bool(plan.headers_only or cfg.headers_only),
+        inactive_threshold=to_seconds("inactive_threshold", inactive) if inactive else 300.0,
     )
+    engine = OrderedPush(
+        plan.js.runtime,
+        ConsumerChain(plan.js.api, plan.stream, ordered, push=True),
+        start_seq=0,
+        heartbeat=plan.heartbeat or 5.0,
+        limits=plan.limits,
+        report=plan.report,
+    )
+    engine.start(plan.js.timeout)
+    return JetStreamSubscription(
+        plan.js,
+        engine,
+        stream=plan.stream,
+        consumer=None,
+        created=False,
+        cb=plan.cb,
+        manual_ack=True,
+        error_cb=plan.error_cb,
+    )
+
+
+def _look_up(plan: _PushPlan, bind: bool) -> ConsumerInfo | None:
+    """Look up: the consumer to bind to, after every ADR-15 binding check; None when it is to be created."""
+    js, name = plan.js, plan.name
+    info = lookup(js, plan.stream, name) if name is not None else None
+    if info is not None:
+        info = settle_unbound(js, info, plan.queue)
+    if info is None and bind:
+        raise errors.ConsumerNotFoundError(404, 10014, "consumer not found", plan.stream, name)
+    if info is not None:
+        check_push_binding(info, plan.queue, plan.subject)
+        if plan.config is not None:
+            check_drift(plan.config, info.config)
+    return info
+
+
+def _open_engine(plan: _PushPlan, deliver_subject: str, consumer_config: ConsumerConfig) -> PushEngine:
+    push = PushEngine(
+        plan.js.runtime,
+        label=f"{plan.stream}/{plan.name or 'ephemeral'}",
+        deliver_subject=deliver_subject,
+        queue=plan.queue or "",
+        ack_none=consumer_config.ack_policy == AckPolicy.NONE,
+        heartbeat=consumer_config.idle_heartbeat or 0.0,
+        limits=plan.limits,
+        gap_detection=plan.queue is None,
+        report=plan.report,
+    )
+    push.start(plan.js.timeout)
+    return push
+
+
+def _open(plan: _PushPlan, info: ConsumerInfo | None) -> JetStreamSubscription:
+    """Open: the NATS subscription first, then (when none was found) the consumer, which may appear meanwhile."""
+    js, cfg, name = plan.js, plan.cfg, plan.name
+    deliver = (
+        (info.config.deliver_subject if info is not None else None) or cfg.deliver_subject or js.runtime.new_inbox()
+    )
+    if info is not None:
+        return plan.subscription(_open_engine(plan, deliver, info.config), info, created=False)
+    inactive = plan.inactive_threshold
+    wanted = attrs.evolve(
+        cfg,
+        durable_name=name if name is not None and cfg.name is None else cfg.durable_name,
+        deliver_subject=deliver,
+        deliver_group=plan.queue,
+        filter_subject=plan.subject if plan.subject and not cfg.filter_subjects else cfg.filter_subject,
+        flow_control=True if plan.flow else None,
+        idle_heartbeat=plan.heartbeat,
+        deliver_policy=plan.deliver_policy or cfg.deliver_policy,
+        headers_only=plan.headers_only if plan.headers_only is not None else cfg.headers_only,
+        inactive_threshold=to_seconds("inactive_threshold", inactive)
+        if inactive is not None
+        else cfg.inactive_threshold,
+    )
+    engine = _open_engine(plan, deliver, wanted)
+    try:
+        made = create_if_absent(js, plan.stream, wanted)
+        if made is None:  # the race: someone created it between our lookup and our create
+            assert name is not None
+            existing = js.consumer_info(plan.stream, name)
+            check_push_binding(existing, plan.queue, plan.subject)
+            if existing.config.deliver_subject != deliver:
+                engine.stop()
+                assert existing.config.deliver_subject is not None
+                engine = _open_engine(plan, existing.config.deliver_subject, existing.config)
+            info, created = existing, False
+        else:
+            info, created = made, True
+    except BaseException:
+        engine.stop()
+        raise
+    return plan.subscription(engine, info, created)
 
 
 # -- pull ---------------------------------------------------------------------------------------------------
@@ -480,7 +360,7 @@ class PullSubscription(ProcessLocal):
         self.consumer = info.name
         #: True when this subscription created the consumer (and so deletes it on unsubscribe)
         self.created = created
-        self._runtime = js.client.runtime
+        self._runtime = js.runtime
         self._target = PullTarget(
             stream=stream,
             consumer=info.name,
@@ -545,12 +425,12 @@ class PullSubscription(ProcessLocal):
         """
         with self._single_lock:
             if self._single is None:
-                self._single_prefix = self.jetstream.client.new_inbox()
-                self._single = self.jetstream.client.subscribe(f"{self._single_prefix}.*", max_pending=64)
+                self._single_prefix = self._runtime.new_inbox()
+                self._single = self.jetstream.api.subscribe_replies(f"{self._single_prefix}.*", max_pending=64)
             single = self._single
             self._single_token += 1
             reply = f"{self._single_prefix}.{self._single_token}"
-            self.jetstream.client.publish(self._target.next_subject.decode(), _NO_WAIT_ONE, reply=reply)
+            self.jetstream.api.publish(self._target.next_subject.decode(), _NO_WAIT_ONE, reply=reply)
             while (remaining := deadline - time.monotonic()) > 0:
                 try:
                     msg = single.next_msg(remaining)
@@ -584,7 +464,7 @@ class PullSubscription(ProcessLocal):
 
     def unsubscribe(self) -> None:
         """Stop; delete the consumer if this subscription created it."""
-        self.jetstream.client.runtime.fork_guard.check()
+        self._runtime.fork_guard.check()
         self._closed = True
         with self._single_lock:
             single, self._single = self._single, None
@@ -595,17 +475,16 @@ class PullSubscription(ProcessLocal):
             self.jetstream.delete_consumer(self.stream, self.consumer)
 
 
-def pull_subscribe(
+def _check_pull(
     js: JetStream,
     subject: str | None,
-    durable: str | None = None,
-    stream: str | None = None,
-    config: ConsumerConfig | None = None,
-    *,
-    bind: bool = False,
-) -> PullSubscription:
-    """See [`JetStream.pull_subscribe`][jetstream_sync.JetStream.pull_subscribe]."""
-    js.client.runtime.check_usable()
+    durable: str | None,
+    stream: str | None,
+    config: ConsumerConfig | None,
+    bind: bool,
+) -> tuple[ConsumerConfig, str | None]:
+    """The arguments of ``js.pull_subscribe``: the config to build on and the consumer's name (None: ephemeral)."""
+    js.runtime.check_usable()
     if subject is not None:
         check_subject("subject", subject, wildcards=True)
     if durable is not None:
@@ -624,24 +503,141 @@ def pull_subscribe(
     name = cfg.durable_name or cfg.name or durable
     if bind and (name is None or stream is None):
         raise errors.InvalidArgumentError("bind", "binding needs both stream= and durable=")
-    stream_name = check_name("stream", stream) if stream is not None else find_stream(js, subject or "")
-    info = _lookup(js, stream_name, name) if name is not None else None
-    if info is None and bind:
-        raise errors.ConsumerNotFoundError(404, 10014, "consumer not found", stream_name, name)
-    if info is not None:
-        check_pull_binding(info, subject)
-        if config is not None:
-            check_drift(config, info.config)
-        return PullSubscription(js, stream_name, info, created=False)
+    return cfg, name
+
+
+def _open_pull(
+    js: JetStream, stream: str, subject: str | None, name: str | None, cfg: ConsumerConfig
+) -> PullSubscription:
+    """Create the consumer a pull subscription asked for (nothing to subscribe first: fetch pulls on its own)."""
     wanted = attrs.evolve(
         cfg,
         durable_name=name if name is not None and cfg.name is None else cfg.durable_name,
         filter_subject=subject if subject and not cfg.filter_subjects else cfg.filter_subject,
     )
-    made = _create(js, stream_name, wanted)
+    made = create_if_absent(js, stream, wanted)
     if made is None:
         assert name is not None
-        existing = js.consumer_info(stream_name, name)
+        existing = js.consumer_info(stream, name)
         check_pull_binding(existing, subject)
-        return PullSubscription(js, stream_name, existing, created=False)
-    return PullSubscription(js, stream_name, made, created=True)
+        return PullSubscription(js, stream, existing, created=False)
+    return PullSubscription(js, stream, made, created=True)
+
+
+# -- the calls, mixed into JetStream --------------------------------------------------------------------------
+class _SubscribeCalls:
+    """``js.subscribe`` and ``js.pull_subscribe``: their signatures, stated here once, and each call's three
+    steps: check the arguments (before anything is sent), look the consumer up, open the subscription."""
+
+    def subscribe(
+        self,
+        subject: str | None,
+        queue: str | None = None,
+        cb: Callable[[Msg], object] | None = None,
+        durable: str | None = None,
+        stream: str | None = None,
+        config: ConsumerConfig | None = None,
+        manual_ack: bool = False,
+        ordered_consumer: bool = False,
+        idle_heartbeat: float | timedelta | None = None,
+        flow_control: bool = False,
+        pending_msgs_limit: int = DEFAULT_PENDING_MSGS,
+        pending_bytes_limit: int = DEFAULT_PENDING_BYTES,
+        deliver_policy: DeliverPolicy | None = None,
+        headers_only: bool | None = None,
+        inactive_threshold: float | timedelta | None = None,
+        *,
+        bind: bool = False,
+        consumer: str | None = None,
+        error_cb: Callable[[BaseException], object] | None = None,
+    ) -> JetStreamSubscription:
+        """A push subscription as nats-py's ``js.subscribe`` (same arguments and order), per ADR-15.
+
+        Finds the stream from ``subject`` unless ``stream`` is given; binds to ``durable`` / ``consumer`` (the
+        ``queue`` name when neither is given) after ADR-15's checks, or creates the consumer (after subscribing)
+        and then deletes it on ``unsubscribe()`` / ``drain()``. ``bind=True`` only binds. With ``cb`` the
+        callback runs on the subscription's own thread and each message is acked when it returns unless
+        ``manual_ack``; without it read with ``next_msg(timeout)`` or iteration. Asynchronous errors (heartbeat
+        alarms, gaps, statuses, a failed delete after drain) go to ``error_cb`` (or the log).
+        """
+        js = as_jetstream(self)
+        _check_push(js, subject, queue, cb, error_cb, config)
+        limits = PushLimits(
+            max_messages=check_int("pending_msgs_limit", pending_msgs_limit, minimum=1),
+            max_bytes=check_int("pending_bytes_limit", pending_bytes_limit, minimum=1),
+            alarm_after=None,
+        )
+        cfg = config or ConsumerConfig()
+        heartbeat = to_seconds("idle_heartbeat", idle_heartbeat) if idle_heartbeat is not None else cfg.idle_heartbeat
+        flow = bool(flow_control or cfg.flow_control)
+        name = consumer or cfg.durable_name or cfg.name or durable
+        if durable is not None:
+            check_name("durable", durable)
+        if ordered_consumer:
+            if queue is not None or name is not None or bind:
+                raise errors.InvalidArgumentError(
+                    "ordered_consumer",
+                    "an ordered consumer is ephemeral and single: no queue, durable, consumer or bind",
+                )
+            if manual_ack:
+                raise errors.InvalidArgumentError("manual_ack", "an ordered consumer takes no acks")
+        if queue is not None:
+            if flow:
+                raise errors.QueueFlowControlError("flow_control cannot be used with a queue subscription (ADR-15)")
+            if heartbeat:
+                raise errors.QueueHeartbeatError("idle_heartbeat cannot be used with a queue subscription (ADR-15)")
+            if name is None:
+                name = queue  # ADR-15: the queue name is the durable when neither consumer nor durable is given
+        if bind and (name is None or stream is None):
+            raise errors.InvalidArgumentError(
+                "bind", "binding needs both stream= and a consumer (consumer= or durable=)"
+            )
+        if subject is None and stream is None:
+            raise errors.InvalidArgumentError("subject", "give a subject, or stream= and the consumer to bind to")
+        stream_name = check_name("stream", stream) if stream is not None else find_stream(js, subject or "")
+        plan = _PushPlan(
+            js=js,
+            stream=stream_name,
+            subject=subject,
+            queue=queue,
+            name=name,
+            config=config,
+            cfg=cfg,
+            heartbeat=heartbeat,
+            flow=flow,
+            limits=limits,
+            deliver_policy=deliver_policy,
+            headers_only=headers_only,
+            inactive_threshold=inactive_threshold,
+            cb=cb,
+            manual_ack=manual_ack,
+            error_cb=error_cb,
+            report=reporter(f"{stream_name}/{name or 'ephemeral'}", error_cb, js.runtime),
+        )
+        if ordered_consumer:
+            return _open_ordered(plan)
+        return _open(plan, _look_up(plan, bind))
+
+    def pull_subscribe(
+        self,
+        subject: str | None,
+        durable: str | None = None,
+        stream: str | None = None,
+        config: ConsumerConfig | None = None,
+        *,
+        bind: bool = False,
+    ) -> PullSubscription:
+        """A pull subscription as nats-py's ``js.pull_subscribe`` (ADR-13 fetch): ``fetch(batch, timeout)``
+        returns a list, or raises TimeoutError when no message came."""
+        js = as_jetstream(self)
+        cfg, name = _check_pull(js, subject, durable, stream, config, bind)
+        stream_name = check_name("stream", stream) if stream is not None else find_stream(js, subject or "")
+        info = lookup(js, stream_name, name) if name is not None else None
+        if info is None and bind:
+            raise errors.ConsumerNotFoundError(404, 10014, "consumer not found", stream_name, name)
+        if info is None:
+            return _open_pull(js, stream_name, subject, name, cfg)
+        check_pull_binding(info, subject)
+        if config is not None:
+            check_drift(config, info.config)
+        return PullSubscription(js, stream_name, info, created=False)

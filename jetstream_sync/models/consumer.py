@@ -111,7 +111,8 @@ class PriorityPolicy(enum.Enum):
 # --- converters and validators -------------------------------------------------------------------------------
 
 
-def _deliver_policy(value: DeliverPolicy | str) -> DeliverPolicy:
+def to_deliver_policy(value: DeliverPolicy | str) -> DeliverPolicy:
+    """The converter of a ``deliver_policy`` field (a member or its value), shared with the consumers' options."""
     return _to_enum(DeliverPolicy, "deliver_policy", value)
 
 
@@ -119,7 +120,8 @@ def _ack_policy(value: AckPolicy | str) -> AckPolicy:
     return _to_enum(AckPolicy, "ack_policy", value)
 
 
-def _replay_policy(value: ReplayPolicy | str) -> ReplayPolicy:
+def to_replay_policy(value: ReplayPolicy | str) -> ReplayPolicy:
+    """The converter of a ``replay_policy`` field (a member or its value), shared with the consumers' options."""
     return _to_enum(ReplayPolicy, "replay_policy", value)
 
 
@@ -189,7 +191,7 @@ class ConsumerConfig(_Model):
     durable_name: str | None = attrs.field(default=None, validator=_check_name)
     description: str | None = attrs.field(default=None, validator=_check_str)
     deliver_policy: DeliverPolicy | str = attrs.field(
-        default=DeliverPolicy.ALL, converter=_deliver_policy, metadata=_meta("enum", enum_type=DeliverPolicy)
+        default=DeliverPolicy.ALL, converter=to_deliver_policy, metadata=_meta("enum", enum_type=DeliverPolicy)
     )
     opt_start_seq: int | None = attrs.field(default=None, validator=_check_int(1))
     opt_start_time: datetime | None = attrs.field(default=None, validator=_check_time, metadata=_meta("datetime"))
@@ -213,7 +215,7 @@ class ConsumerConfig(_Model):
         validator=_check_subjects,
     )
     replay_policy: ReplayPolicy | str = attrs.field(
-        default=ReplayPolicy.INSTANT, converter=_replay_policy, metadata=_meta("enum", enum_type=ReplayPolicy)
+        default=ReplayPolicy.INSTANT, converter=to_replay_policy, metadata=_meta("enum", enum_type=ReplayPolicy)
     )
     rate_limit_bps: int | None = attrs.field(default=None, validator=_check_int(0))
     sample_freq: str | None = attrs.field(default=None, validator=_check_sample_freq)

@@ -13,8 +13,10 @@ code that uses it:
 - ``_server.py``: EmbeddedServer and finding the nats-server binary. Imported here at once; the rest builds on it.
   ``_lifetime.py`` (imported by it) makes a server end with its process: stopped on SIGTERM and SIGHUP, and on Linux
   spawned with PR_SET_PDEATHSIG.
-- ``_proxy.py``: FaultProxy and its frame filter (``Frame``, ``FrameRule``). Imported on the first use of one of
-  its names (the module ``__getattr__`` below), so that tests which never inject faults do not load it.
+- ``_proxy.py``: FaultProxy, with its frame filter in ``_frames.py`` (``Frame`` and the parser) and
+  ``_frame_rules.py`` (``FrameRule``), and the sockets it shares with the scripted server in ``_sockets.py``.
+  Imported on the first use of one of its names (the module ``__getattr__`` below), so that tests which never
+  inject faults do not load it.
 - ``plugin.py``: the pytest fixtures. pytest loads it through ``pytest_plugins`` below when this package is named
   as a plugin; importing this package never imports pytest.
 - ``_cluster.py``: EmbeddedCluster (several EmbeddedServers routed together through FaultProxies, so a node can be

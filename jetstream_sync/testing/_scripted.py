@@ -3,7 +3,7 @@
 Issue 26 ("silent failures") needs the client to meet a broken or hostile server (a malformed reply, an async
 ``INFO []``, a MSG that claims 300 MB), which a real server cannot be made to be, and tests do not mock servers.
 Imported on the first use of one of its names (``_LAZY`` in ``__init__``); it borrows the client-to-server frame
-parser and the subject matching of ``_proxy.py``.
+parser and the subject matching of ``_frames.py`` and the socket helpers of ``_sockets.py`` (the fault proxy's too).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from typing import Any, Union
 
 from .._validate import check_int, check_name, to_seconds
 from ..errors import InvalidArgumentError, InvalidTypeError, JetStreamError
-from . import _proxy
-from ._proxy import Frame, FramePredicate
+from ._frames import Frame, FramePredicate, _check_pattern, _FrameParser, _subject_matches
 from ._server import _check_port, _json_object
+from ._sockets import _bind_listener, _close_socket
 
 __all__ = ["ReplyScript", "ScriptedAnswer", "ScriptedReply", "ScriptedRequest", "ScriptedServer", "ScriptedServerError"]
 
@@ -40,7 +40,6 @@ _TIMEOUT = 5.0
 _MAX_PENDING_IN = 70 << 20  # a client's unframed input beyond this (a frame that never ends) closes it
 _DEFAULT_INFO = {"server_id": "SCRIPTED", "server_name": "scripted", "version": "2.15.1", "proto": 1}
 _DEFAULT_INFO.update(go="scripted", headers=True, max_payload=1048576, jetstream=True)
-_check_pattern, _subject_matches = _proxy._check_pattern, _proxy._subject_matches
 
 
 class ScriptedServerError(JetStreamError, RuntimeError):
@@ -215,7 +214,7 @@ class ScriptedServer:
         self._timers: list[tuple[float, int, Callable[[], object]]] = []  # server thread only
         self._timer_seq, self._rotation = itertools.count(), itertools.count()  # timer order, queue group turns
         self._thread: threading.Thread | None = None
-        self._listener = _proxy._bind_listener(0 if port is None else _check_port(port))
+        self._listener = _bind_listener(0 if port is None else _check_port(port))
         self._port = int(self._listener.getsockname()[1])
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_w.setblocking(False)  # the read end is only read when select says it has bytes
@@ -471,7 +470,7 @@ class ScriptedServer:
         finally:
             with self._changed:
                 for conn in self._conns.values():
-                    _proxy._close_socket(conn.sock)
+                    _close_socket(conn.sock)
                 self._conns.clear()
                 self._changed.notify_all()
             self._finalizer()  # the listener and the wake-up pair: no thread uses them any more
@@ -531,7 +530,7 @@ class ScriptedServer:
     def _drop(self, selector: selectors.BaseSelector, conn: _Conn) -> None:
         with contextlib.suppress(KeyError, ValueError):
             selector.unregister(conn.sock)
-        _proxy._close_socket(conn.sock)
+        _close_socket(conn.sock)
         with self._changed:
             self._conns.pop(conn.ident, None)
             self._changed.notify_all()
@@ -661,7 +660,7 @@ class _Conn:
     events: int = selectors.EVENT_READ | selectors.EVENT_WRITE  # what the selector watches for it
     out: bytearray = field(default_factory=bytearray)
     cut: bool = False
-    parser: _proxy._FrameParser = field(default_factory=lambda: _proxy._FrameParser("upstream", in_step=True))
+    parser: _FrameParser = field(default_factory=lambda: _FrameParser("upstream", in_step=True))
     pending: int = 0  # bytes fed to the parser that it has not returned yet
     subs: dict[str, _Sub] = field(default_factory=dict)
     echo: bool = True

@@ -309,7 +309,7 @@ class EmbeddedServer:
 
     def _may_retry(self, exc: BaseException, keep_port: bool) -> bool:
         """Retry only a port conflict, and only if new ports can fix it (a fixed client port must be free)."""
-        if not isinstance(exc, ServerStartError) or not _port_in_use(str(exc)):
+        if not isinstance(exc, ServerStartError) or not port_in_use(str(exc)):
             return False
         return not keep_port or _port_bindable(self._host, self._port)
 
@@ -448,7 +448,9 @@ def _port_bindable(host: str, port: int) -> bool:
         return True
 
 
-def _port_in_use(message: str) -> bool:
+def port_in_use(message: str) -> bool:
+    """Whether a start failure (its message) says the port was taken: the embedded server's retry and
+    ``python -m jetstream_sync server``'s one-line error both ask."""
     lowered = message.lower()
     return any(text in lowered for text in _PORT_IN_USE)
 

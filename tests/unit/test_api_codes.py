@@ -17,10 +17,10 @@ import pytest
 
 from jetstream_sync import ConsumerConfig, JetStream, StreamConfig, errors
 from jetstream_sync._api_codes import API_ERRORS
+from jetstream_sync.jetstream._binding import create_if_absent as subscribe_create
 from jetstream_sync.jetstream._bucket import update_bucket_stream
 from jetstream_sync.jetstream.object_store._records import MetaRecords
 from jetstream_sync.jetstream.retry import is_transient_cluster_error
-from jetstream_sync.jetstream.subscribe import _create as subscribe_create
 
 SERVER_TABLE = {
     row[0]: (row[1], row[2], row[3])

@@ -31,6 +31,7 @@ PUBLIC_MODULES = [
     "jetstream_sync.direct",
     "jetstream_sync.headers",
     "jetstream_sync.services",
+    "jetstream_sync.plumbing",
 ]
 HAVE_SPARK = importlib.util.find_spec("pyspark") is not None and importlib.util.find_spec("pyarrow") is not None
 if HAVE_SPARK:

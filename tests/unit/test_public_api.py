@@ -68,3 +68,24 @@ def test_importing_the_package_imports_nats_py_only_through_the_adapter():
         "jetstream_sync._runtime._transports",
     ]
     assert sorted(users) == adapter
+
+
+def test_the_top_level_names_are_listed_as_httpx_lists_them():
+    """Dunders first, then one list in case-insensitive order, so a reader finds a name where they look."""
+    names = jetstream_sync.__all__
+    dunders = [n for n in names if n.startswith("__")]
+    rest = [n for n in names if not n.startswith("__")]
+    assert names == dunders + rest
+    assert rest == sorted(rest, key=lambda n: (n.lower(), n))
+    assert len(set(names)) == len(names)
+
+
+def test_the_plumbing_has_a_namespace_and_the_old_names_still_work():
+    import jetstream_sync.plumbing as plumbing
+
+    old = ["AckSender", "BatchSource", "DeliverySource", "JetStreamAPI", "PullPlan", "RawReply", "Runtime"]
+    assert set(old) < set(plumbing.__all__)
+    for name in old:
+        assert getattr(jetstream_sync, name) is getattr(plumbing, name), name
+    assert not set(plumbing.__all__) & set(jetstream_sync.__all__)
+    assert "plumbing" in jetstream_sync.__all__

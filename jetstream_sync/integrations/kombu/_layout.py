@@ -26,6 +26,7 @@ import hashlib
 from collections.abc import Iterable, Sequence
 
 from ... import errors
+from ..._protocol import filter_covers
 
 __all__ = [
     "DEFAULT_BAND",
@@ -133,24 +134,11 @@ def binding_filters(prefix: str, binding: Binding, band: str) -> list[str]:
     )
 
 
-def _covers(wide: str, narrow: str) -> bool:
-    """Whether filter ``wide`` matches every subject filter ``narrow`` matches."""
-    w, n = wide.split("."), narrow.split(".")
-    for index, part in enumerate(w):
-        if part == ">":
-            return len(n) > index
-        if index >= len(n) or n[index] == ">":
-            return False
-        if part != "*" and part != n[index]:
-            return False
-    return len(w) == len(n)
-
-
 def prune_filters(filters: Iterable[str]) -> list[str]:
     """The filters without duplicates and without those another one covers (a consumer's filters must not
     overlap), in a stable order."""
     unique = sorted(set(filters))
-    return [f for f in unique if not any(other != f and _covers(other, f) for other in unique)]
+    return [f for f in unique if not any(other != f and filter_covers(other, f) for other in unique)]
 
 
 def consumer_name(queue: str, band: int | None) -> str:

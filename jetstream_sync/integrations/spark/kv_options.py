@@ -15,9 +15,9 @@ from typing import Literal
 import attrs
 
 from ... import errors
+from ..._protocol import filter_covers
 from ..._validate import check_bucket_name
 from ...jetstream.kv._keys import check_filter
-from ...jetstream.kv.bucket import _covers
 from .options import (
     _CONNECTION_KEYS,
     DEFAULT_FETCH_BATCH_SIZE,
@@ -122,7 +122,7 @@ def _keys(options: dict[str, str]) -> tuple[str, ...]:
         raise errors.InvalidArgumentError("keys", f"must list at least one key filter, got {text!r}")
     if ">" in filters:
         return ()
-    return tuple(f for f in filters if not any(o != f and _covers(o, f) for o in filters))
+    return tuple(f for f in filters if not any(o != f and filter_covers(o, f) for o in filters))
 
 
 def parse_kv_read_options(raw: Mapping[str, str], *, streaming: bool) -> KeyValueReadOptions:

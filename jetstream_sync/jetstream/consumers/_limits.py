@@ -28,7 +28,7 @@ from __future__ import annotations
 import attrs
 
 from ... import errors
-from ..schedule import _GO_DURATION, _GO_PART, _GO_UNITS  # the server's duration syntax, defined once
+from .._durations import parse_go_duration
 from .options import MIN_EXPIRES, FetchOptions, PullPlan
 
 __all__ = ["RequestLimit", "fit_plan", "plan_fits", "read_limit_error", "request_limit"]
@@ -61,16 +61,9 @@ def request_limit(description: str) -> RequestLimit | None:
     for prefix, (setting, option) in _LIMITS.items():
         if lowered.startswith(prefix):
             text = description[len(prefix) :].strip()
-            value = _seconds(text) if setting == "max_expires" else (int(text) if text.isdigit() else None)
+            value = parse_go_duration(text) if setting == "max_expires" else (int(text) if text.isdigit() else None)
             return RequestLimit(setting, option, value)
     return None
-
-
-def _seconds(text: str) -> float | None:
-    """A Go duration as the server prints one (``5s``, ``1m30s``, ``500ms``) in seconds; None if it is not one."""
-    if _GO_DURATION.fullmatch(text) is None:
-        return None
-    return sum(float(number) * _GO_UNITS[unit] for number, unit in _GO_PART.findall(text))
 
 
 def _requested(plan: PullPlan, setting: str) -> float:

@@ -29,6 +29,7 @@ from ..._telemetry import note_heartbeat_missed
 from ...health import ConsumeFill
 from ...message import Msg
 from . import _giveback
+from ._acks import ConsumerAcks
 from ._heartbeat import HeartbeatMonitor
 from ._limits import fit_plan, plan_fits, request_limit
 from ._status import StatusKind, classify, oversized
@@ -59,6 +60,7 @@ class _PullEngine(abc.ABC):
 
     def __init__(self, runtime: Runtime, target: PullTarget) -> None:
         self.runtime = runtime
+        self.acks = ConsumerAcks(runtime)  # what the messages ack through (and ack_next pulls with)
         self.target = target
         self.inbox = runtime.new_inbox()
         self._inbox_b = self.inbox.encode()
@@ -71,7 +73,7 @@ class _PullEngine(abc.ABC):
         return self.target.label
 
     def _make_msg(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> Msg:
-        return pulled_message(self.runtime, self.target, subject, reply, data, headers)
+        return pulled_message(self.acks, self.target, subject, reply, data, headers)
 
     def _priority_fields(self, priority: PullPriority | None) -> dict[str, object] | None:
         """IO thread: a pull's priority group members, with the pin id when this handle holds one."""

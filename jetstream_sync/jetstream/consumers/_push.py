@@ -30,6 +30,7 @@ from ...health import ConsumeFill
 from ...message import Msg
 from ...models import ConsumerInfo
 from . import _giveback
+from ._acks import ConsumerAcks
 from ._chain import ConsumerChain, relink
 from ._heartbeat import HeartbeatMonitor
 from .delivery import ConsumeStats
@@ -73,6 +74,7 @@ class PushEngine:
         report: Callable[[BaseException], None],
     ) -> None:
         self.runtime = runtime
+        self.acks = ConsumerAcks(runtime)  # what the messages ack through (and ack_next pulls with)
         self._label = label
         self.deliver_subject = deliver_subject
         self.queue = queue
@@ -196,7 +198,7 @@ class PushEngine:
         size = len(subject) + len(reply) + len(data) + (len(headers) if headers else 0)
         self.received += 1
         self.received_bytes += size
-        msg = Msg(subject.decode(), reply.decode(), data, headers, self.runtime, size=size, ack_none=self.ack_none)
+        msg = Msg(subject.decode(), reply.decode(), data, headers, self.acks, size=size, ack_none=self.ack_none)
         if not self.buffer.put(msg):
             _giveback.give_back_now(self.runtime, reply, self.ack_none)  # stopped meanwhile
 
@@ -234,7 +236,7 @@ class PushEngine:
             self._slow = False
             self.received += 1
             self.received_bytes += size
-            msg = Msg(subject.decode(), reply.decode(), data, headers, self.runtime, size=size, ack_none=self.ack_none)
+            msg = Msg(subject.decode(), reply.decode(), data, headers, self.acks, size=size, ack_none=self.ack_none)
             if not self.buffer.put(msg):
                 _giveback.give_back_now(self.runtime, reply, self.ack_none)  # stopped meanwhile
             return

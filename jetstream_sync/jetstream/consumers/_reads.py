@@ -61,7 +61,7 @@ class ServerConsumerHandle(ProcessLocal):
     def __init__(self, js: JetStream, info: ConsumerInfo) -> None:
         #: the JetStream context this handle was made by
         self.jetstream = js
-        self._runtime: Runtime = js.client.runtime
+        self._runtime: Runtime = js.runtime
         self.stream_name: str = info.stream_name
         self.name: str = info.name
         self.cached_info = info

@@ -44,6 +44,7 @@ from ..._protocol import ACK_PREFIX, encode_pub, pull_request, status_of
 from ..._runtime import NatsSubscription, Runtime, warn_if_in_event_loop
 from ...message import Msg
 from . import _giveback
+from ._acks import ConsumerAcks
 from ._fetch import MIN_REPULL, UNANSWERED_RETRY_FIRST, UNANSWERED_RETRY_MAX
 from ._limits import read_limit_error, request_limit
 from ._status import StatusKind, classify
@@ -100,6 +101,7 @@ class SinglePull:
 
     def __init__(self, runtime: Runtime, target: PullTarget) -> None:
         self.runtime = runtime
+        self.acks = ConsumerAcks(runtime)  # what the messages ack through (and ack_next pulls with)
         self.target = target
         self.busy = threading.Lock()  # one call at a time; a concurrent one goes through FetchPull
         self._handoff = threading.Lock()
@@ -318,7 +320,7 @@ class SinglePull:
         self.runtime.send_now(encode_pub(self.target.next_subject, self._prefix + call.token, None, body))
 
     def _on_delivery(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
-        msg = pulled_message(self.runtime, self.target, subject, reply, data, headers)
+        msg = pulled_message(self.acks, self.target, subject, reply, data, headers)
         with self._handoff:
             call = self._current
             if call is not None and not call.done:

@@ -11,7 +11,7 @@ import attrs
 from ... import errors
 from ..._protocol import api_response, encode_pub
 from ..._runtime import Runtime
-from ...message import Msg
+from ...message import AckSender, Msg
 
 __all__ = [
     "CONSUMER_CHECK_TIMEOUT",
@@ -71,12 +71,12 @@ class PullTarget:
 
 
 def pulled_message(
-    runtime: Runtime, target: PullTarget, subject: bytes, reply: bytes, data: bytes, headers: bytes | None
+    acks: AckSender, target: PullTarget, subject: bytes, reply: bytes, data: bytes, headers: bytes | None
 ) -> Msg:
-    """IO thread: the Msg of a delivery from ``target``, acked through ``runtime``; its size counts for the
-    byte limits as the server counts it (subject, reply, headers and data)."""
+    """IO thread: the Msg of a delivery from ``target``, acked through ``acks`` (its engine's ConsumerAcks); its
+    size counts for the byte limits as the server counts it (subject, reply, headers and data)."""
     size = len(subject) + len(reply) + len(data) + (len(headers) if headers else 0)
-    return Msg(subject.decode(), reply.decode(), data, headers, runtime, size=size, ack_none=target.ack_none)
+    return Msg(subject.decode(), reply.decode(), data, headers, acks, size=size, ack_none=target.ack_none)
 
 
 #: how long the question "does the consumer exist?" may take (asked when pulls meet no responders)

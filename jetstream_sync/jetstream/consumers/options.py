@@ -17,9 +17,9 @@ from ... import errors
 from ..._validate import check_int, check_name, check_subject, to_seconds
 from ...models import ConsumerConfig, DeliverPolicy, PriorityPolicy, ReplayPolicy
 from ...models.consumer import (  # the enum converters and the group name rule, defined once
-    _deliver_policy,
-    _replay_policy,
     check_priority_group,
+    to_deliver_policy,
+    to_replay_policy,
 )
 
 __all__ = [
@@ -373,10 +373,10 @@ class OrderedConsumerConfig:
     """
 
     filter_subjects: list[str] | None = attrs.field(default=None, converter=_filters)
-    deliver_policy: DeliverPolicy = attrs.field(default=DeliverPolicy.ALL, converter=_deliver_policy)
+    deliver_policy: DeliverPolicy = attrs.field(default=DeliverPolicy.ALL, converter=to_deliver_policy)
     opt_start_seq: int | None = attrs.field(default=None)
     opt_start_time: datetime | None = attrs.field(default=None)
-    replay_policy: ReplayPolicy = attrs.field(default=ReplayPolicy.INSTANT, converter=_replay_policy)
+    replay_policy: ReplayPolicy = attrs.field(default=ReplayPolicy.INSTANT, converter=to_replay_policy)
     inactive_threshold: float = attrs.field(default=DEFAULT_INACTIVE_THRESHOLD, converter=_inactive)
     headers_only: bool = attrs.field(default=False, validator=_bool)
     max_reset_attempts: int | None = attrs.field(default=None, validator=_attempts)

@@ -68,7 +68,7 @@ class OrderedConsumer(FetchCalls):
         self.jetstream = js
         self.stream_name = stream
         self.config = config
-        self._runtime: Runtime = js.client.runtime
+        self._runtime: Runtime = js.runtime
         self._chain = ConsumerChain(js.api, stream, config)
         self._lock = threading.Lock()
         self._cursor = OrderedFetchState()

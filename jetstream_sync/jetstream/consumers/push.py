@@ -170,7 +170,7 @@ class OrderedPushConsumer(PushReads):
         self.stream_name = stream
         self.config = config
         self.idle_heartbeat = to_seconds("idle_heartbeat", idle_heartbeat)
-        self._runtime: Runtime = js.client.runtime
+        self._runtime: Runtime = js.runtime
         self._chain = ConsumerChain(js.api, stream, config, push=True)
         self._running = _OneAtATime(
             lambda: errors.OrderedConsumerInUseError(

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, TypeVar
 
 from ... import errors
-from ..._protocol import datetime_from_nanos, stream_position
+from ..._protocol import datetime_from_nanos, filter_covers, stream_position
 from ..._runtime import ProcessLocal
 from ..._validate import check_payload, check_timeout, to_seconds
 from ...message import Msg
@@ -491,7 +491,7 @@ class KeyValue(ProcessLocal):
         return self._keys(subjects, seconds)
 
     def _keys(self, subjects: list[str], seconds: float) -> Iterator[str]:
-        walk = BucketWalk(self.jetstream.client.runtime, seconds, f"keys() of bucket {self.bucket!r}")
+        walk = BucketWalk(self.jetstream.runtime, seconds, f"keys() of bucket {self.bucket!r}")
         cut = len(self.prefix)
         put = KeyValueOp.PUT
         with contextlib.closing(self._batches(walk, subjects, DeliverPolicy.LAST_PER_SUBJECT, headers_only=True)) as it:
@@ -574,11 +574,11 @@ class KeyValue(ProcessLocal):
             return [f"{self.prefix}>"]
         checked = list(dict.fromkeys(check_filter(f, "keys") for f in filters))
         # The server refuses overlapping filters (10138): a filter another one covers adds nothing, drop it.
-        return [self.prefix + f for f in checked if not any(o != f and _covers(o, f) for o in checked)]
+        return [self.prefix + f for f in checked if not any(o != f and filter_covers(o, f) for o in checked)]
 
     def _walk(self, timeout: object, what: str) -> BucketWalk:
         """The deadline of one walk of this bucket (``timeout`` checked; None: the context's)."""
-        return BucketWalk(self.jetstream.client.runtime, check_timeout(timeout, self.jetstream.timeout), what)
+        return BucketWalk(self.jetstream.runtime, check_timeout(timeout, self.jetstream.timeout), what)
 
     def _batches(
         self, walk: BucketWalk, subjects: list[str], policy: DeliverPolicy, *, headers_only: bool
@@ -637,17 +637,6 @@ class KeyValue(ProcessLocal):
             delta=delta,
             operation=operation_of_raw(msg.raw_headers),
         )
-
-
-def _covers(wide: str, narrow: str) -> bool:
-    """True when every key ``narrow`` matches is matched by ``wide`` as well."""
-    w, n = wide.split("."), narrow.split(".")
-    for i, token in enumerate(w):
-        if token == ">":
-            return len(n) > i
-        if i >= len(n) or n[i] == ">" or token not in ("*", n[i]):
-            return False
-    return len(w) == len(n)
 
 
 def _named_revision(refusal: errors.WrongLastSequenceError) -> int | None:

@@ -104,7 +104,7 @@ class ObjectStore(ProcessLocal):
         """
         check_object_name("name", name)
         meta = self._put_meta(name, meta)
-        limit = self.jetstream.client.runtime.max_payload
+        limit = self.jetstream.runtime.max_payload
         # The default fits any server: one whose max_payload is below 128 KiB gets chunks of max_payload.
         chunk_size = meta.max_chunk_size or min(DEFAULT_CHUNK_SIZE, limit)
         if chunk_size > limit:
@@ -112,7 +112,7 @@ class ObjectStore(ProcessLocal):
                 "meta", f"max_chunk_size {chunk_size} exceeds the server's max_payload ({limit} bytes)"
             )
         chunks = chunks_of(data, chunk_size)
-        nuid = self.jetstream.client.runtime.new_token()
+        nuid = self.jetstream.runtime.new_token()
         subject = chunk_subject(self.bucket, nuid)
         try:
             with self._records.write_errors():
@@ -270,7 +270,7 @@ class ObjectStore(ProcessLocal):
         return meta
 
     def _put_link(self, name: str, link: ObjectLink) -> ObjectInfo:
-        nuid = self.jetstream.client.runtime.new_token()
+        nuid = self.jetstream.runtime.new_token()
 
         def make(current: ObjectInfo | None) -> ObjectInfo:
             if current is not None and not current.is_link and not current.deleted:
@@ -376,7 +376,7 @@ class ObjectStore(ProcessLocal):
         if not isinstance(show_deleted, bool):
             raise errors.InvalidTypeError("show_deleted", f"must be a bool, got {type(show_deleted).__name__}")
         walk = BucketWalk(
-            self.jetstream.client.runtime,
+            self.jetstream.runtime,
             check_timeout(timeout, self.jetstream.timeout),
             f"list() of object store {self.bucket!r}",
             "metadata records",

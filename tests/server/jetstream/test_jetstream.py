@@ -11,6 +11,7 @@ from jetstream_sync import (
     ConsumerConfig,
     DeliverPolicy,
     DiscardPolicy,
+    JetStream,
     RetentionPolicy,
     StorageType,
     StreamConfig,
@@ -240,3 +241,18 @@ def test_jetstream_context_options(client, stream):
     elsewhere = client.jetstream(domain="nowhere", timeout=1)
     with pytest.raises(errors.JetStreamNotEnabledError):
         elsewhere.account_info()
+
+
+def test_the_context_keeps_the_runtime_port_of_its_client(client, js):
+    """The JetStream layer talks to the client's Runtime port, not to the facade (ARCHITECTURE.md, "Layers and
+    imports"): the context, its API and its timeout come from the port the client hands over."""
+    assert js.client is client
+    assert js.runtime is client.runtime and js.api.runtime is client.runtime
+    assert js.timeout == client.default_timeout
+    assert JetStream(client, timeout=2).api.runtime is client.runtime
+
+
+@pytest.mark.parametrize("not_a_client", [None, object(), "nats://127.0.0.1:4222"])
+def test_a_context_needs_a_client(not_a_client):
+    with pytest.raises(errors.InvalidTypeError, match=r"must be a jetstream_sync\.Client"):
+        JetStream(not_a_client)

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from jetstream_sync.errors import InvalidArgumentError
-from jetstream_sync.testing._proxy import Frame, _check_pattern, _FrameParser, _subject_matches
+from jetstream_sync.testing._frames import Frame, _check_pattern, _FrameParser, _subject_matches
 
 UP = "upstream"
 DOWN = "downstream"

@@ -21,7 +21,7 @@ from jetstream_sync import (
     SubjectTransform,
     errors,
 )
-from jetstream_sync.jetstream.kv.bucket import _covers
+from jetstream_sync._protocol import filter_covers
 
 
 def test_operation_wire_values():
@@ -192,4 +192,4 @@ def test_entry_defaults():
     ],
 )
 def test_which_filters_cover_others(wide, narrow, covers):
-    assert _covers(wide, narrow) is covers
+    assert filter_covers(wide, narrow) is covers
