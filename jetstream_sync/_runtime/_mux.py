@@ -6,6 +6,7 @@ deadline that the IO thread expires. See docs/ARCHITECTURE.md, "The life of a pu
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import threading
@@ -17,7 +18,7 @@ from typing import NamedTuple, Protocol
 from .. import errors
 from .._protocol import is_no_responders
 
-__all__ = ["RawReply", "ReplyHandler", "ReplyWaiter", "RequestMux"]
+__all__ = ["FutureReply", "RawReply", "ReplyHandler", "ReplyWaiter", "RequestMux"]
 
 log = logging.getLogger("jetstream_sync")
 
@@ -154,3 +155,24 @@ class ReplyWaiter:
             raise self.error
         assert self.reply is not None
         return self.reply
+
+
+class FutureReply:
+    """A `ReplyHandler` resolving an asyncio future (`Runtime.request_async`); only ever called on the IO thread."""
+
+    __slots__ = ("future", "timeout", "what")
+
+    def __init__(self, future: asyncio.Future[RawReply], what: str, timeout: float) -> None:
+        self.future = future
+        self.what = what
+        self.timeout = timeout
+
+    def resolve(self, subject: bytes, data: bytes, headers: bytes | None) -> None:
+        if not self.future.done():
+            self.future.set_result(RawReply(subject, data, headers))
+
+    def fail(self, exc: BaseException) -> None:
+        if not self.future.done():
+            if isinstance(exc, errors.TimeoutError):
+                exc = errors.TimeoutError(f"{self.what} did not complete within {self.timeout:g}s")
+            self.future.set_exception(exc)

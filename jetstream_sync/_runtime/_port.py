@@ -30,7 +30,7 @@ from ._exit import LIVE
 from ._fork import ForkGuard, ProcessLocal
 from ._health import HealthProbe
 from ._io import IOLoop
-from ._mux import RawReply, ReplyHandler, ReplyWaiter, RequestMux
+from ._mux import FutureReply, RawReply, ReplyHandler, ReplyWaiter, RequestMux
 from ._nats import Handler, NatsConnection, NatsSubscription, Nuid
 from ._outbound import Outbound
 from ._translate import connect_failure, translate_error
@@ -65,27 +65,6 @@ class ConnectionListener(Protocol):
     def on_disconnected(self) -> None: ...
 
     def on_reconnected(self) -> None: ...
-
-
-class _FutureReply:
-    """A `ReplyHandler` resolving an asyncio future; only ever called on the IO thread."""
-
-    __slots__ = ("future", "timeout", "what")
-
-    def __init__(self, future: asyncio.Future[RawReply], what: str, timeout: float) -> None:
-        self.future = future
-        self.what = what
-        self.timeout = timeout
-
-    def resolve(self, subject: bytes, data: bytes, headers: bytes | None) -> None:
-        if not self.future.done():
-            self.future.set_result(RawReply(subject, data, headers))
-
-    def fail(self, exc: BaseException) -> None:
-        if not self.future.done():
-            if isinstance(exc, errors.TimeoutError):
-                exc = errors.TimeoutError(f"{self.what} did not complete within {self.timeout:g}s")
-            self.future.set_exception(exc)
 
 
 class Runtime(ProcessLocal):
@@ -446,7 +425,7 @@ class Runtime(ProcessLocal):
         TimeoutError (after ``timeout``), NoRespondersError, NotConnectedError (disconnect) or
         ConnectionClosedError. For engines that run on the loop (an ordered consumer recreating itself)."""
         future: asyncio.Future[RawReply] = asyncio.get_running_loop().create_future()
-        self.send_now(encode(self._mux.register(_FutureReply(future, what, timeout), timeout)))
+        self.send_now(encode(self._mux.register(FutureReply(future, what, timeout), timeout)))
         return future
 
     def expect_reply(self, handler: ReplyHandler, timeout: float | None) -> bytes:
