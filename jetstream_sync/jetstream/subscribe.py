@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -29,6 +29,7 @@ from .. import errors
 from .._protocol import status_of
 from .._runtime import BufferFinished, ProcessLocal
 from .._validate import check_callable, check_int, check_name, check_queue, check_subject, check_timeout, to_seconds
+from ..codecs._payload import check_codec
 from ..message import Msg
 from ..models import AckPolicy, ConsumerConfig, ConsumerInfo, ConsumerLag, DeliverPolicy
 from ..subscription import Subscription
@@ -46,13 +47,14 @@ from .consumers import OrderedConsumerConfig
 from .consumers._chain import ConsumerChain
 from .consumers._fetch import FetchPull
 from .consumers._push import OrderedPush, PushEngine, PushLimits
-from .consumers._reads import reporter
+from .consumers._reads import reporter, with_decoding
 from .consumers._target import PullTarget
-from .consumers.delivery import ConsumeContext, MessagesIterator
+from .consumers.delivery import ConsumeContext, MessagesIterator, decoded_with
 from .consumers.options import FetchOptions
 from .consumers.push import DEFAULT_PENDING_BYTES, DEFAULT_PENDING_MSGS
 
 if TYPE_CHECKING:
+    from ..codecs import Codec
     from .context import JetStream
 
 __all__ = ["JetStreamSubscription", "PullSubscription"]
@@ -80,6 +82,7 @@ class JetStreamSubscription(ProcessLocal):
         cb: Callable[[Msg], object] | None,
         manual_ack: bool,
         error_cb: Callable[[BaseException], object] | None,
+        codec: Codec[Any] | None = None,
     ) -> None:
         self.jetstream = js
         self.stream = stream
@@ -88,12 +91,14 @@ class JetStreamSubscription(ProcessLocal):
         self.created = created
         self._engine = engine
         self._error_cb = error_cb
-        self._iterator = MessagesIterator(engine)
+        self._iterator = decoded_with(MessagesIterator(engine), codec)
         self._context: ConsumeContext | None = None
         self._deleted = False
         self.drained = threading.Event()
         if cb is not None:
             handler = cb if manual_ack else _acking(cb)
+            if codec is not None:  # msg.value decodes; an undecodable message the callback lets escape is term'd
+                handler, _ = with_decoding(codec, handler, None)
             self._context = ConsumeContext(engine, handler)
             self._context.start()
 
@@ -230,6 +235,7 @@ class _PushPlan:
     manual_ack: bool
     error_cb: Callable[[BaseException], object] | None
     report: Callable[[BaseException], None]
+    codec: Codec[Any] | None
 
     def subscription(self, engine: PushEngine, info: ConsumerInfo, created: bool) -> JetStreamSubscription:
         return JetStreamSubscription(
@@ -241,6 +247,7 @@ class _PushPlan:
             cb=self.cb,
             manual_ack=self.manual_ack,
             error_cb=self.error_cb,
+            codec=self.codec,
         )
 
 
@@ -273,6 +280,7 @@ def _open_ordered(plan: _PushPlan) -> JetStreamSubscription:
         cb=plan.cb,
         manual_ack=True,
         error_cb=plan.error_cb,
+        codec=plan.codec,
     )
 
 
@@ -387,13 +395,27 @@ class PullSubscription(ProcessLocal):
         return ConsumerLag.from_info(self.consumer_info())
 
     def fetch(
-        self, batch: int = 1, timeout: float | timedelta | None = 5.0, heartbeat: float | timedelta | None = None
+        self,
+        batch: int = 1,
+        timeout: float | timedelta | None = 5.0,
+        heartbeat: float | timedelta | None = None,
+        *,
+        codec: Codec[Any] | None = None,
     ) -> list[Msg]:
         """Up to ``batch`` messages (ADR-13): what is there now (a no-wait pull), else a long pull expiring
-        100 ms before ``timeout``. Returns the messages that came; TimeoutError when none did."""
+        100 ms before ``timeout``. Returns the messages that came; TimeoutError when none did. With ``codec``
+        each message's ``value`` is its payload decoded (lazily: see `jetstream_sync.codecs`)."""
         if self._closed:
             raise errors.SubscriptionClosedError("the pull subscription was unsubscribed")
         self._runtime.check_usable()
+        check_codec(codec)
+        msgs = self._fetch(batch, timeout, heartbeat)
+        if codec is not None:
+            for msg in msgs:
+                msg._codec = codec
+        return msgs
+
+    def _fetch(self, batch: int, timeout: float | timedelta | None, heartbeat: float | timedelta | None) -> list[Msg]:
         size = check_int("batch", batch, minimum=1)
         seconds = check_timeout(timeout, 5.0)
         deadline = time.monotonic() + seconds
@@ -550,6 +572,7 @@ class _SubscribeCalls:
         bind: bool = False,
         consumer: str | None = None,
         error_cb: Callable[[BaseException], object] | None = None,
+        codec: Codec[Any] | None = None,
     ) -> JetStreamSubscription:
         """A push subscription as nats-py's ``js.subscribe`` (same arguments and order), per ADR-15.
 
@@ -558,10 +581,13 @@ class _SubscribeCalls:
         and then deletes it on ``unsubscribe()`` / ``drain()``. ``bind=True`` only binds. With ``cb`` the
         callback runs on the subscription's own thread and each message is acked when it returns unless
         ``manual_ack``; without it read with ``next_msg(timeout)`` or iteration. Asynchronous errors (heartbeat
-        alarms, gaps, statuses, a failed delete after drain) go to ``error_cb`` (or the log).
+        alarms, gaps, statuses, a failed delete after drain) go to ``error_cb`` (or the log). With ``codec``
+        each message's ``value`` is its payload decoded (see `jetstream_sync.codecs`); a PayloadDecodeError
+        that ``cb`` lets escape terminates its message, as a consume's handler does.
         """
         js = as_jetstream(self)
         _check_push(js, subject, queue, cb, error_cb, config)
+        check_codec(codec)
         limits = PushLimits(
             max_messages=check_int("pending_msgs_limit", pending_msgs_limit, minimum=1),
             max_bytes=check_int("pending_bytes_limit", pending_bytes_limit, minimum=1),
@@ -613,6 +639,7 @@ class _SubscribeCalls:
             manual_ack=manual_ack,
             error_cb=error_cb,
             report=reporter(f"{stream_name}/{name or 'ephemeral'}", error_cb, js.runtime),
+            codec=codec,
         )
         if ordered_consumer:
             return _open_ordered(plan)

@@ -143,7 +143,7 @@ def start_consume(
         check_callable("ordered_by", ordered_by)
     check_codec(codec)
     if codec is not None:
-        handler, ordered_by = _decoding(codec, handler, ordered_by)
+        handler, ordered_by = with_decoding(codec, handler, ordered_by)
     telemetry = _telemetry.ACTIVE
     if telemetry is not None:
         handler = telemetry.handler(handler)  # each message processed inside a span (the otel extra)
@@ -159,7 +159,7 @@ def start_consume(
     return context
 
 
-def _decoding(
+def with_decoding(
     codec: Codec[Any], handler: Callable[[Msg], object], ordered_by: Callable[[Msg], Hashable] | None
 ) -> tuple[Callable[[Msg], object], Callable[[Msg], Hashable] | None]:
     """``handler`` and ``ordered_by`` given messages whose ``value`` ``codec`` decodes (lazily: a decode error

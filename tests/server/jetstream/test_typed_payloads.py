@@ -223,3 +223,67 @@ def test_raw_payloads_both_ways_with_nats_py(nats_server, js, stream, name):
     json_msg, msgpack_msg = list(cons.fetch(2, expires=5))
     assert json_msg.decode(JsonCodec()) == {"from": "nats-py", "ok": True}
     assert msgpack_msg.decode(MsgpackCodec()) == {"from": "nats-py", "n": 3}
+
+
+def test_js_subscribe_and_pull_subscribe_decode_with_a_codec(js, stream, name):
+    # nats-py's call shapes take codec= too: a callback's, next_msg's and a pull fetch's messages decode.
+    for i in range(3):
+        js.publish(f"{name}.orders", Order(id=i, sku=f"sku-{i}"), codec=ORDERS)
+    sub = js.subscribe(f"{name}.orders", codec=ORDERS)
+    try:
+        assert [sub.next_msg(5).value.id for _ in range(3)] == [0, 1, 2]
+    finally:
+        sub.unsubscribe()
+
+    seen: list[Order] = []
+    sub = js.subscribe(f"{name}.orders", cb=lambda msg: seen.append(msg.value), codec=ORDERS)
+    try:
+        wait_until(lambda: len(seen) == 3, timeout=10)
+    finally:
+        sub.unsubscribe()
+    assert seen == [Order(id=i, sku=f"sku-{i}") for i in range(3)]
+
+    pull = js.pull_subscribe(f"{name}.orders", durable="typed-pull")
+    try:
+        assert [m.value.sku for m in pull.fetch(3, timeout=5, codec=ORDERS)] == ["sku-0", "sku-1", "sku-2"]
+    finally:
+        pull.unsubscribe()
+
+
+def test_js_subscribe_terminates_what_its_callback_cannot_decode(js, stream, name):
+    js.publish(f"{name}.orders", b"not msgspec at all")
+    js.publish(f"{name}.orders", Order(id=2, sku="fine"), codec=ORDERS)
+    reported: list[BaseException] = []
+    handled: list[Order] = []
+    sub = js.subscribe(
+        f"{name}.orders",
+        durable="typed-push",
+        cb=lambda msg: handled.append(msg.value),
+        codec=ORDERS,
+        error_cb=reported.append,
+        config=ConsumerConfig(ack_wait=60),  # a stranded message would sit here for a minute
+    )
+    try:
+        wait_until(lambda: handled and reported, timeout=10)
+        wait_until(lambda: sub.consumer_info().num_ack_pending == 0, timeout=5)
+        info = sub.consumer_info()
+    finally:
+        sub.unsubscribe()
+    [exc] = reported
+    assert isinstance(exc, errors.PayloadDecodeError) and exc.message.metadata.sequence.stream == 1
+    assert info.num_redelivered == 0 and info.num_pending == 0
+    assert handled == [Order(id=2, sku="fine")]
+
+
+def test_js_subscribe_refuses_a_codec_class_before_subscribing(js, stream, name):
+    with pytest.raises(errors.InvalidTypeError, match="codec instance"):
+        js.subscribe(f"{name}.orders", codec=JsonCodec)
+    pull = js.pull_subscribe(f"{name}.orders", durable="typed-refused")
+    try:
+        with pytest.raises(errors.InvalidTypeError, match="codec instance"):
+            pull.fetch(1, timeout=1, codec=JsonCodec)
+        # the refused subscribe made no consumer; the refused fetch pulled nothing
+        assert [c.name for c in js.stream(stream.name).consumers()] == ["typed-refused"]
+        assert pull.consumer_info().num_waiting == 0
+    finally:
+        pull.unsubscribe()
