@@ -78,6 +78,7 @@ def test_observed_consumers_report_their_lag_without_being_read_here(exported, s
 
 
 def test_a_consumer_that_cannot_answer_is_left_out_and_said_once(exported, stream, caplog):
+    caplog.set_level("WARNING", logger="jetstream_sync")  # whatever level an earlier test left on the root logger
     js, name = stream
     cons = js.create_consumer(name, ConsumerConfig(durable_name="gone"))
     otel.observe_lag(cons)

@@ -11,6 +11,7 @@ module ends instead of idling under the rest of the run.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -140,7 +141,24 @@ if ROOT is not None:
         celery_worker_pool: str,
         celery_worker_parameters: dict[str, Any],
     ) -> Iterator[Any]:
-        """Celery's session worker (the embedded worker, prefork pool), for this module."""
+        """Celery's session worker (the embedded worker, prefork pool), for this module. Starting it sets the
+        root logger's level to the worker's (ERROR) and leaves it so; the level is put back when the module ends,
+        or every later test of the run would see no WARNING (caplog included)."""
+        root_level = logging.getLogger().level
+        try:
+            yield from _started_worker(
+                celery_session_app, celery_includes, celery_class_tasks, celery_worker_pool, celery_worker_parameters
+            )
+        finally:
+            logging.getLogger().setLevel(root_level)
+
+    def _started_worker(
+        celery_session_app: Any,
+        celery_includes: Any,
+        celery_class_tasks: Any,
+        celery_worker_pool: str,
+        celery_worker_parameters: dict[str, Any],
+    ) -> Iterator[Any]:
         for module in celery_includes:
             celery_session_app.loader.import_task_module(module)
         for class_task in celery_class_tasks:
