@@ -53,6 +53,9 @@ group.addEndpoint("fail", {
     throw new ServiceError(451, "unavailable for legal reasons");
   },
 });
+// "ready" means the server has the service's subscriptions: add() and addEndpoint() only queue their SUBs, and
+// a PING sent before the server had them came back as no responders (an empty list) on a loaded machine
+await nc.flush();
 console.log(JSON.stringify({ ready: { id: service.info().id } }));
 
 process.stdin.resume();

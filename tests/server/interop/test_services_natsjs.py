@@ -96,7 +96,7 @@ def test_services_interop_with_natsjs_both_ways(natsjs_services, nats_server, cl
             assert endpoint["last_error"] == "400:no name given by nats.js" and endpoint["processing_time"] > 0
 
             # we read theirs
-            services = ServiceClient(client)
+            services = ServiceClient(client, timeout=10)  # an answer late on a loaded machine is still an answer
             (ping,) = services.ping(theirs)
             assert (ping.id, ping.version, ping.metadata) == (ready["id"], "3.1.4", {"lang": "js"})
             (info,) = services.info(theirs, ready["id"])
