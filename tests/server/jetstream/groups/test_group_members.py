@@ -151,7 +151,7 @@ def test_partitions_move_when_members_are_added_and_removed_and_never_overlap(js
                 if msg.subject in busy:
                     overlaps.append(f"{msg.subject}: {member} while {busy[msg.subject]}")
                 busy[msg.subject] = member
-            time.sleep(0.001)
+            time.sleep(0.001)  # a handling that lasts, so two members' handlings of one key could overlap
             with lock:
                 del busy[msg.subject]
                 order[msg.subject].append(int(msg.data))
