@@ -299,6 +299,11 @@ class Runtime(ProcessLocal):
         return self._closed
 
     @property
+    def in_io_thread(self) -> bool:
+        """Whether the calling thread is this client's IO thread, which must never wait for its own work."""
+        return self._io.in_io_thread
+
+    @property
     def is_connected(self) -> bool:
         """Connected right now; never in a forked child, where the connection is the parent's."""
         return not self._closed and not self.fork_guard.inherited and bool(self._nc.is_connected)

@@ -23,7 +23,7 @@ import attrs
 
 from ... import errors
 from ..._protocol import ACK_PREFIX, ack_position, encode_pub
-from ..._runtime import BufferFinished, MessageBuffer, NatsSubscription, Runtime
+from ..._runtime import BufferFinished, Handler, MessageBuffer, NatsSubscription, Runtime
 from ..._telemetry import note_heartbeat_missed
 from ...headers import parse_header_block
 from ...health import ConsumeFill
@@ -38,6 +38,10 @@ from .delivery import ConsumeStats
 __all__ = ["OrderedPush", "PushEngine", "PushLimits"]
 
 log = logging.getLogger("jetstream_sync")
+
+#: How long closing the client waits for the server to confirm the UNSUB of a push subscription just stopped,
+#: before what it gives back is sent (one round trip on a healthy connection)
+_CLOSE_WAITS_FOR_UNSUB = 1.0
 
 _LAST_CONSUMER = "Nats-Last-Consumer"
 _STALLED = "Nats-Consumer-Stalled"
@@ -84,6 +88,8 @@ class PushEngine:
         self._report = report
         self.buffer: MessageBuffer[Msg] = runtime.new_buffer()
         self._nats_sub: NatsSubscription | None = None
+        self._given_back = _giveback.HeldGiveBack(runtime, label, ack_none)  # held from stop() until unsubscribed
+        self._retiring = False  # IO thread: a drain's UNSUB awaits its confirmation
         # IO thread only
         self.received = 0
         self.received_bytes = 0
@@ -137,13 +143,18 @@ class PushEngine:
 
     def stop(self) -> None:
         """Any thread: end delivery at once; buffered messages are not handed out but given back (nak'd, when
-        the consumer takes acks), and so is what the server pushed before it saw the UNSUB."""
+        the consumer takes acks), and so is what the server pushed before it saw the UNSUB: all of it once the
+        server has seen the UNSUB (`HeldGiveBack` says why)."""
         if self.halted:
             return
+        self._given_back.hold()
         self.halted = self.stopped = True
         self.heartbeat.stop()
         self.give_back(self.buffer.abort(BufferFinished()))
-        self.runtime.post_if_open(self._shutdown)
+        try:
+            self.runtime.post(self._shutdown)
+        except errors.ConnectionClosedError:  # nothing can be unsubscribed or sent any more
+            self._given_back.release()
 
     def drain(self) -> None:
         """Any thread: unsubscribe; what is buffered is still delivered, and what the server pushed before it saw
@@ -162,11 +173,37 @@ class PushEngine:
         return sub
 
     def _shutdown(self) -> None:
-        """IO thread."""
+        """IO thread: UNSUB; once the server confirmed it, what is held is given back and the client forgets us
+        (until then closing the client gives it back: ``on_client_closed``)."""
         sub = self._quiet()
         if sub is not None:
-            self.runtime.unsubscribe_soon(sub, self.deliver_subject, _giveback.late_giver(self.runtime, self.ack_none))
+            self._retire(sub, self._given_back_late, then_finish=False)
+        elif not self._retiring:
+            self._released()
+
+    def _retire(self, sub: NatsSubscription, late: Handler, *, then_finish: bool) -> None:
+        """IO thread: what arrives for ``sub`` goes to ``late`` until the server has seen its UNSUB; then what
+        was held is given back and, for a drain (``then_finish``), the reader ends after what was buffered."""
+        self._retiring = True
+        self.runtime.spawn(self._after_retired(self.runtime.retire(sub, late), then_finish))
+
+    async def _after_retired(self, retired: Awaitable[None], then_finish: bool) -> None:
+        try:
+            await retired
+        finally:
+            self._retiring = False
+            self._released()
+            if then_finish:
+                self.buffer.finish()
+
+    def _released(self) -> None:
+        """IO thread: give back what was held; the client need no longer tell us it closes."""
+        self._given_back.release()
         self.runtime.untrack(self)
+
+    def _given_back_late(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
+        """IO thread: what the server pushed before it saw the UNSUB, given back with the rest."""
+        self._given_back.give_back_reply(reply)
 
     def _drain(self) -> None:
         """IO thread: as the pull engine's drain: what the server pushed before it saw the UNSUB is handed out
@@ -175,17 +212,11 @@ class PushEngine:
         if sub is None or self.ack_none:
             if sub is not None:
                 self.runtime.unsubscribe_soon(sub, self.deliver_subject)
-            self.runtime.untrack(self)
+            if not self._retiring:
+                self._released()
             self.buffer.finish()
             return
-        self.runtime.spawn(self._drain_in_flight(self.runtime.retire(sub, self._on_draining)))
-
-    async def _drain_in_flight(self, retired: Awaitable[None]) -> None:
-        try:
-            await retired
-        finally:
-            self.runtime.untrack(self)
-            self.buffer.finish()
+        self._retire(sub, self._on_draining, then_finish=True)
 
     def _on_draining(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
         """IO thread, while a drain waits for the UNSUB's confirmation: messages are handed out (given back once
@@ -193,14 +224,14 @@ class PushEngine:
         if not reply.startswith(ACK_PREFIX):
             return
         if self.halted:
-            _giveback.give_back_now(self.runtime, reply, self.ack_none)
+            self._given_back.give_back_reply(reply)
             return
         size = len(subject) + len(reply) + len(data) + (len(headers) if headers else 0)
         self.received += 1
         self.received_bytes += size
         msg = Msg(subject.decode(), reply.decode(), data, headers, self.acks, size=size, ack_none=self.ack_none)
         if not self.buffer.put(msg):
-            _giveback.give_back_now(self.runtime, reply, self.ack_none)  # stopped meanwhile
+            self._given_back.give_back_reply(reply)  # stopped meanwhile
 
     def _end(self, exc: BaseException) -> None:
         """IO thread: readers get the buffered messages, then ``exc``."""
@@ -208,18 +239,26 @@ class PushEngine:
         self.buffer.finish(exc)
 
     def on_client_closed(self, exc: BaseException) -> None:
-        """The closing thread, before the connection closes: what is buffered is given back."""
+        """The closing thread, before the connection closes: what is buffered or held is given back. After a
+        ``stop()`` whose UNSUB awaits its confirmation, once it came (the IO thread still runs), at most
+        ``_CLOSE_WAITS_FOR_UNSUB`` seconds: given back before the server has seen the UNSUB, a message may be
+        redelivered to this closing connection, then waits for its ack wait (`HeldGiveBack`)."""
+        stopped_before = self.halted  # stop() posted the UNSUB; the IO thread sends it and awaits the answer
         self.halted = self.stopped = True
         self.heartbeat.stop()
         self.give_back(self.buffer.abort(exc))
+        if stopped_before and not self.runtime.in_io_thread:
+            self._given_back.wait_released(_CLOSE_WAITS_FOR_UNSUB)
+        self._given_back.release()
 
     def give_back(self, msgs: Sequence[Msg]) -> None:
-        _giveback.give_back(self.runtime, msgs, self.label)
+        """Any thread: nak ``msgs`` (those that await an ack); after ``stop()`` once the UNSUB was confirmed."""
+        self._given_back.give_back(msgs)
 
     # -- what arrives (IO thread) -----------------------------------------------------------------------
     def _on_message(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
         if self.stopped:
-            _giveback.give_back_now(self.runtime, reply, self.ack_none)  # stop() ran; the UNSUB follows
+            self._given_back.give_back_reply(reply)  # stop() ran; the UNSUB follows
             return
         self.heartbeat.touch()
         if reply.startswith(ACK_PREFIX):
@@ -238,7 +277,7 @@ class PushEngine:
             self.received_bytes += size
             msg = Msg(subject.decode(), reply.decode(), data, headers, self.acks, size=size, ack_none=self.ack_none)
             if not self.buffer.put(msg):
-                _giveback.give_back_now(self.runtime, reply, self.ack_none)  # stopped meanwhile
+                self._given_back.give_back_reply(reply)  # stopped meanwhile
             return
         if not headers:
             return

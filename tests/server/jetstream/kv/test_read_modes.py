@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jetstream_sync import KeyValueConfig, errors
+from jetstream_sync import KeyValueConfig, StreamConfig, errors
 from jetstream_sync.jetstream._consistency import known_revisions_of
 
 
@@ -64,6 +64,10 @@ def entry_id(kv, revision: int) -> str | None:
 def test_a_bucket_made_anew_under_a_handle_is_read_without_holding_it_to_the_old_revisions(js, name):
     """Revisions start at 1 again in a bucket deleted and created anew: the old handle's reads find the new
     incarnation (its stream's creation time) instead of taking revision 1 for a stale answer."""
+    # Another stream keeps the account's store directory in use: nats-server removes that directory, when empty,
+    # on a goroutine after deleting an account's last stream, which can race the next create's mkdir (CI once
+    # saw "error creating store for stream", 500/10049, with four suites running at once).
+    js.create_stream(StreamConfig(name=f"{name}_OTHER", subjects=[f"{name}.other"]))
     old = js.create_key_value(KeyValueConfig(bucket=name))
     old.put("k", b"1")
     old.put("k", b"2")
