@@ -16,6 +16,7 @@ Each case uses natsio's own API the way its documentation shows it:
     consume_ack      ``async with consumer.consume(max_messages=batch) as messages: async for msg in messages``,
                      ``await msg.ack()`` each
     consume_acknone  the same without acks
+    messages_ack     the same as consume_ack: natsio's consume is an iterator already
     fetch_ack        ``await consumer.fetch(min(batch, left))`` loops, ``await msg.ack()`` each
     next_waiting     ``await consumer.next()`` (latency of each), ``await msg.ack()`` after the clock of the call
     kv_get/kv_put    ``await kv.get("k")`` / ``await kv.put("k", value)`` (latency of each)
@@ -343,6 +344,7 @@ CASES: dict[str, Callable[[natsio.Client, Job], Awaitable[Measurement]]] = {
     "publish_async": publish_async,
     "consume_ack": consume_ack,
     "consume_acknone": consume_acknone,
+    "messages_ack": consume_ack,
     "fetch_ack": fetch_ack,
     "next_waiting": next_waiting,
     "kv_get": kv_get,

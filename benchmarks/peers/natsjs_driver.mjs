@@ -271,6 +271,34 @@ async function consume(js, job, ack) {
   return figures;
 }
 
+// consume() without a callback, iterated: the iterator form, as our messages()
+async function messagesAck(js, job) {
+  check(job.batch > 0, `${job.case} needs batch > 0`);
+  const consumer = await js.consumers.get(job.stream, job.consumer);
+  const total = job.warmup + job.count;
+  let handled = 0;
+  let clock = null;
+  let figures = null;
+  if (job.warmup === 0) {
+    clock = startClock();
+  }
+  const messages = await consumer.consume({ max_messages: job.batch });
+  for await (const m of messages) {
+    m.ack();
+    handled++;
+    progress++;
+    if (handled === job.warmup) {
+      clock = startClock();
+    } else if (handled === total) {
+      figures = stopClock(clock);
+      break;
+    }
+  }
+  await within(messages.close(), "closing the consume");
+  check(figures !== null, `the consume iterator ended after ${handled} of ${total} messages`);
+  return figures;
+}
+
 async function fetchAll(consumer, job, n) {
   let left = n;
   while (left > 0) {
@@ -378,6 +406,7 @@ const CASES = {
   publish_async: (nc, js, job) => publishAsync(js, job),
   consume_ack: (nc, js, job) => consume(js, job, true),
   consume_acknone: (nc, js, job) => consume(js, job, false),
+  messages_ack: (nc, js, job) => messagesAck(js, job),
   fetch_ack: (nc, js, job) => fetchAck(js, job),
   next_waiting: (nc, js, job) => nextWaiting(js, job),
   kv_get: (nc, js, job) => kvGet(js, job),

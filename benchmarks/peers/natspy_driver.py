@@ -183,6 +183,7 @@ if __name__ == "__main__":
             "publish_async": on_loop(publish_async),
             "consume_ack": on_loop(lambda job: fetch_loop(job, ack=True)),
             "consume_acknone": on_loop(lambda job: fetch_loop(job, ack=False)),
+            "messages_ack": on_loop(lambda job: fetch_loop(job, ack=True)),
             "fetch_ack": on_loop(lambda job: fetch_loop(job, ack=True)),
             "next_waiting": on_loop(next_waiting),
             "kv_get": on_loop(kv_get),

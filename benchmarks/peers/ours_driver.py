@@ -92,6 +92,29 @@ def consume(job: Job, ack: bool) -> dict[str, Any]:
     return watch.measured.result(CLIENT, job.count)
 
 
+def messages_ack(job: Job) -> dict[str, Any]:
+    """``consumer.messages()`` iterated on this thread, each message acked: the iterator form of consume."""
+    watch, seen = Stopwatch(), 0
+    with connect(job) as nc:
+        consumer = nc.jetstream().consumer(job.stream, job.consumer)
+        if job.warmup == 0:
+            watch.start()
+        deadline = time.monotonic() + PATIENCE
+        with consumer.messages(max_messages=job.batch) as messages:
+            for msg in messages:
+                msg.ack()
+                seen += 1
+                if seen == job.warmup:
+                    watch.start()
+                elif seen == job.total:
+                    watch.stop()
+                    break
+                elif time.monotonic() > deadline:
+                    break
+    check(seen == job.total, f"messages() handed out {seen} of {job.total} messages in {PATIENCE:g} s")
+    return watch.measured.result(CLIENT, job.count)
+
+
 def slow_consume_rss(job: Job) -> dict[str, Any]:
     """A handler slower than the stream (0.2 ms a message): the peak RSS above the connected client's must stay
     within ``batch`` (the consume's max_messages) x the message size plus working memory."""
@@ -218,6 +241,7 @@ if __name__ == "__main__":
             "publish_async": publish_async,
             "consume_ack": lambda job: consume(job, ack=True),
             "consume_acknone": lambda job: consume(job, ack=False),
+            "messages_ack": messages_ack,
             "fetch_ack": fetch_ack,
             "next_waiting": next_waiting,
             "kv_get": kv_get,
