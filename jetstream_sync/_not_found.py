@@ -53,30 +53,43 @@ class StreamNotFoundError(APIError):
 
 class ConsumerNotFoundError(APIError):
     """The consumer does not exist (err_code 10014; 10149 to an update). ``stream`` and ``consumer`` name it
-    when the client knows them; the message then says how to create it."""
+    when the client knows them; the message then says how to create it (a push consumer, with a deliver
+    subject, when ``push``: what a push subscription binds to)."""
 
     def __init__(
-        self, code: int, err_code: int, description: str, stream: str | None = None, consumer: str | None = None
+        self,
+        code: int,
+        err_code: int,
+        description: str,
+        stream: str | None = None,
+        consumer: str | None = None,
+        *,
+        push: bool = False,
     ) -> None:
         super().__init__(code, err_code, description)
         #: the stream the consumer was looked for on; None when not known
         self.stream = stream
         #: the consumer's name; None when not known (e.g. a subscription whose consumer is gone)
         self.consumer = consumer
+        self._push = push
         if consumer is not None:
             where = f" on stream {stream!r}" if stream is not None else ""
-            config = f"ConsumerConfig(durable_name={consumer!r})"
-            how = (
-                f"js.create_consumer({stream!r}, {config})"
-                if stream is not None
-                else f"js.create_consumer(stream, {config})"
-            )
+            if push:
+                create = "js.create_push_consumer"
+                config = f"ConsumerConfig(durable_name={consumer!r}, deliver_subject=...)"
+            else:
+                create = "js.create_consumer"
+                config = f"ConsumerConfig(durable_name={consumer!r})"
+            how = f"{create}({stream!r}, {config})" if stream is not None else f"{create}(stream, {config})"
             self.args = (
                 f"consumer {consumer!r} not found{where}; create it with {how} ({description}, {_codes(self)})",
             )
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.code, self.err_code, self.description, self.stream, self.consumer))
+        return (
+            _consumer_not_found,
+            (type(self), self.code, self.err_code, self.description, self.stream, self.consumer, self._push),
+        )
 
 
 class MessageNotFoundError(APIError):
@@ -185,3 +198,16 @@ for _name in (
     "StreamNotFoundError",
 ):  # as _api_errors does
     globals()[_name].__module__ = "jetstream_sync.errors"
+
+
+def _consumer_not_found(
+    cls: type[ConsumerNotFoundError],
+    code: int,
+    err_code: int,
+    description: str,
+    stream: str | None,
+    consumer: str | None,
+    push: bool,
+) -> ConsumerNotFoundError:
+    """Unpickling a ConsumerNotFoundError (its ``push`` is keyword-only)."""
+    return cls(code, err_code, description, stream, consumer, push=push)

@@ -292,7 +292,12 @@ class JetStream(KeyValueManager, ObjectStoreManager, _SubscribeCalls, ProcessLoc
 
     def push_consumer(self, stream: str, name: str) -> PushConsumer:
         """A handle on an existing push consumer; PullSubscribeRequiredError when it is a pull consumer."""
-        info = self.consumer_info(stream, name)
+        try:
+            info = self.consumer_info(stream, name)
+        except errors.ConsumerNotFoundError as exc:  # say how to create a push consumer, not a pull one
+            raise errors.ConsumerNotFoundError(
+                exc.code, exc.err_code, exc.description, stream, name, push=True
+            ) from None
         if not info.config.deliver_subject:
             raise errors.PullSubscribeRequiredError(
                 f"{stream}/{name} is a pull consumer (no deliver_subject); use js.consumer() and fetch or consume"

@@ -291,7 +291,7 @@ def _look_up(plan: _PushPlan, bind: bool) -> ConsumerInfo | None:
     if info is not None:
         info = settle_unbound(js, info, plan.queue)
     if info is None and bind:
-        raise errors.ConsumerNotFoundError(404, 10014, "consumer not found", plan.stream, name)
+        raise errors.ConsumerNotFoundError(404, 10014, "consumer not found", plan.stream, name, push=True)
     if info is not None:
         check_push_binding(info, plan.queue, plan.subject)
         if plan.config is not None:

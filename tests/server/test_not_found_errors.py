@@ -59,16 +59,23 @@ MISSING_CONSUMER: dict[str, Callable[[Any], object]] = {
 }
 
 
+#: what binds to a push consumer says how to create one (a consumer made as the pull hint says would then fail
+#: with PushSubscribeRequiredError)
+PUSH_CALLS = {"push_consumer", "subscribe bind"}
+
+
 @pytest.mark.parametrize("call", list(MISSING_CONSUMER))
 def test_a_missing_consumer_is_named_with_how_to_create_it(js, call):
     with pytest.raises(errors.ConsumerNotFoundError) as info:
         MISSING_CONSUMER[call](js)
     error = info.value
     assert (error.stream, error.consumer, error.err_code in (10014, 10149)) == ("HERE", "worker", True)
-    assert str(error).startswith(
-        "consumer 'worker' not found on stream 'HERE'; "
-        "create it with js.create_consumer('HERE', ConsumerConfig(durable_name='worker'))"
-    ), str(error)
+    how = (
+        "js.create_push_consumer('HERE', ConsumerConfig(durable_name='worker', deliver_subject=...))"
+        if call in PUSH_CALLS
+        else "js.create_consumer('HERE', ConsumerConfig(durable_name='worker'))"
+    )
+    assert str(error).startswith(f"consumer 'worker' not found on stream 'HERE'; create it with {how}"), str(error)
     copy = pickle.loads(pickle.dumps(error))
     assert (str(copy), copy.stream, copy.consumer) == (str(error), "HERE", "worker")
 
