@@ -338,7 +338,10 @@ class FetchPull(_PullEngine):
         _giveback.give_back(self.runtime, self.buffer.abort(BufferFinished()), self.label)
 
     def on_client_closed(self, exc: BaseException) -> None:
-        """The closing thread, before the connection closes: what is buffered is given back."""
+        """The closing thread, before the connection closes: what is buffered is given back, behind the UNSUB of a
+        pull still waiting (which would otherwise take a redelivery on this closing connection)."""
+        if not self.done:
+            self._unsubscribe_before_giving_back()
         self.done = True
         self.heartbeat.stop()
         _giveback.give_back(self.runtime, self.buffer.abort(exc), self.label)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextlib
 import logging
 import threading
 import time
@@ -116,6 +117,14 @@ class _PullEngine(abc.ABC):
         (``_giveback.py``). The server forgets a waiting pull once its reply subject has no interest, so no
         message of this consumer goes to a pull nobody reads any more."""
         self._unsubscribe(self._give_back_late)
+
+    def _unsubscribe_before_giving_back(self) -> None:
+        """Any thread: queue the UNSUB now, ahead of the naks of what this read gives back, so the server drops
+        its waiting pulls first and none of them takes a redelivery (the IO thread's own UNSUB follows)."""
+        sub = self._nats_sub
+        if sub is not None:
+            with contextlib.suppress(errors.JetStreamError):  # closed or cut off: the naks cannot go out either
+                self.runtime.send_unsub(sub)
 
     def _give_back_late(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
         """IO thread: a delivery for this ended read (the retired subscription's handler)."""
@@ -218,11 +227,16 @@ class ContinuousPull(_PullEngine):
 
     def stop(self) -> None:
         """Any thread: end delivery at once; buffered messages are not handed out but given back (nak'd), and
-        so is what the server sent before it saw the subscription end (``_giveback.py``)."""
+        so is what the server sent before it saw the subscription end (``_giveback.py``).
+
+        The UNSUB goes out first, from this thread: the server then drops this read's waiting pulls before it
+        sees the naks. Given back first, a nak's redelivery went to one of those pulls, was given back again on
+        arrival and cost the message one more delivery attempt (8 of 30 stops), against ``max_deliver``."""
         if self.halted:
             return
         self.halted = self.stopped = True
         self.heartbeat.stop()
+        self._unsubscribe_before_giving_back()
         _giveback.give_back(self.runtime, self.buffer.abort(BufferFinished()), self.label)
         self.runtime.post_if_open(self._shutdown)
 
@@ -295,7 +309,8 @@ class ContinuousPull(_PullEngine):
 
     def on_client_closed(self, exc: BaseException) -> None:
         """The closing thread, before the connection closes: what is buffered is given back (the naks go out
-        with everything else queued before the close)."""
+        with everything else queued before the close, behind the UNSUB, as in ``stop()``)."""
+        self._unsubscribe_before_giving_back()
         self.halted = self.stopped = True
         self.heartbeat.stop()
         _giveback.give_back(self.runtime, self.buffer.abort(exc), self.label)

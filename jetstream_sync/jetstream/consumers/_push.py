@@ -13,6 +13,7 @@ never handed out. `OrderedPush` adds order checking and self-healing over a
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -244,6 +245,10 @@ class PushEngine:
         ``_CLOSE_WAITS_FOR_UNSUB`` seconds: given back before the server has seen the UNSUB, a message may be
         redelivered to this closing connection, then waits for its ack wait (`HeldGiveBack`)."""
         stopped_before = self.halted  # stop() posted the UNSUB; the IO thread sends it and awaits the answer
+        sub = self._nats_sub
+        if not stopped_before and sub is not None:  # the UNSUB ahead of the naks, as a pull read's close does
+            with contextlib.suppress(errors.JetStreamError):
+                self.runtime.send_unsub(sub)
         self.halted = self.stopped = True
         self.heartbeat.stop()
         self.give_back(self.buffer.abort(exc))
