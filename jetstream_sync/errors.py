@@ -127,6 +127,7 @@ __all__ = [
     "ValueTooLargeError",
     "WrongLastMsgIdError",
     "WrongLastSequenceError",
+    "WrongThreadError",
 ]
 
 
@@ -201,6 +202,26 @@ class ThreadsDisabledError(JetStreamError, RuntimeError):
     """``connect()`` refused a process whose Python threads do not run between requests (uWSGI before 2.0.27
     without ``--enable-threads``): the client's IO thread would send acks and answer the server only while a
     request runs. The message names the uWSGI version and the flags that fix it (the Deployments guide)."""
+
+
+class WrongThreadError(JetStreamError, RuntimeError):
+    """A method that runs on the IO thread only was called on another thread: a bug of the library, or of code
+    that extends it (``jetstream_sync.plumbing``). Raised only while the IO-thread check is on (the test suite's
+    pytest plugin, or ``JETSTREAM_SYNC_CHECK_THREADS=1``; docs/ARCHITECTURE.md, "Checked at run time"), and logged
+    at ERROR the first time per method, since the caller may be a callback whose exception nobody sees. The
+    message names the method and the thread."""
+
+    def __init__(self, method: str, thread: str) -> None:
+        super().__init__(
+            f"{method} runs on its client's IO thread only, and was called on {thread}: its state has one writer "
+            '(docs/ARCHITECTURE.md, "Rules: one writer per piece of state"); post the call to the IO thread '
+            "(Runtime.post) instead"
+        )
+        self.method = method
+        self.thread = thread
+
+    def __reduce__(self) -> tuple[type[WrongThreadError], tuple[str, str]]:
+        return (type(self), (self.method, self.thread))
 
 
 class AuthorizationError(JetStreamError):

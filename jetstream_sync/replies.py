@@ -23,7 +23,7 @@ from types import TracebackType
 
 from . import errors
 from ._protocol import Command, is_no_responders
-from ._runtime import BufferFinished, MessageBuffer, NatsSubscription, Runtime
+from ._runtime import BufferFinished, MessageBuffer, NatsSubscription, Runtime, io_thread
 from .message import Msg
 
 __all__ = ["Replies"]
@@ -80,6 +80,7 @@ class Replies:
         return self
 
     # -- IO thread --------------------------------------------------------------------------------------
+    @io_thread
     def _on_reply(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
         if len(self._buffer) < self._max_pending:  # bounded: past it replies are dropped (and not counted)
             self._buffer.put(Msg(subject.decode(), reply.decode(), data, headers, self._runtime))

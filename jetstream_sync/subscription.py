@@ -18,7 +18,7 @@ from datetime import timedelta
 
 from . import errors
 from ._dispatch import Dispatcher
-from ._runtime import BufferFinished, MessageBuffer, NatsSubscription, ProcessLocal, Runtime
+from ._runtime import BufferFinished, MessageBuffer, NatsSubscription, ProcessLocal, Runtime, io_thread
 from ._validate import check_int, check_timeout
 from .message import Msg
 
@@ -113,6 +113,7 @@ class Subscription(ProcessLocal):
         )
 
     # -- IO thread --------------------------------------------------------------------------------------
+    @io_thread
     def _on_message(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
         max_msgs = self._max_msgs
         if max_msgs and self.delivered >= max_msgs:
@@ -139,6 +140,7 @@ class Subscription(ProcessLocal):
         if max_msgs and self.delivered >= max_msgs:
             self._reached_max()
 
+    @io_thread
     def _reached_max(self) -> None:
         """IO thread: the auto-unsubscribe limit was reached: readers take what is buffered, then the end."""
         self._buffer.finish()
@@ -160,6 +162,7 @@ class Subscription(ProcessLocal):
         self._buffer.abort(BufferFinished())
         self._runtime.post_if_open(self._unsubscribe_from_io)
 
+    @io_thread
     def _unsubscribe_from_io(self) -> None:
         sub, self._nats_sub = self._nats_sub, None
         if sub is not None:
@@ -242,6 +245,7 @@ class Subscription(ProcessLocal):
         runtime.send_unsub(sub, max_msgs)
         runtime.post(lambda: self._set_max(max_msgs))
 
+    @io_thread
     def _set_max(self, max_msgs: int) -> None:
         """IO thread."""
         self._max_msgs = max_msgs

@@ -6,6 +6,7 @@ Fixtures live in conftest.py; everything a test imports by name lives here.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -150,15 +151,16 @@ def core_round_trip(nc: jetstream_sync.Client, subject: str = "round.trip.echo",
         sub.unsubscribe()
 
 
-def run_pytest(directory: Path) -> subprocess.CompletedProcess[str]:
+def run_pytest(directory: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run pytest on the test files in ``directory`` in a process of its own (a test of the pytest plugin itself),
-    bounded to two minutes; its output is in ``stdout``."""
+    bounded to two minutes, with ``env`` added to the environment; its output is in ``stdout``."""
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(directory)],
         capture_output=True,
         text=True,
         timeout=120,
         cwd=directory,
+        env=None if env is None else {**os.environ, **env},
     )
 
 

@@ -2,8 +2,9 @@
 
 The client facade and the JetStream layer use [`Runtime`][jetstream_sync.Runtime] and the few value types below; the
 modules behind them (the IO loop bridge, the watchdog, the callbacks thread, the nats-py adapter, the outbound queue,
-the request mux, the hand-off buffer, the light future) are private to this package. See
-docs/ARCHITECTURE.md, "The runtime port".
+the request mux, the hand-off buffer, the light future) are private to this package. `io_thread` marks a method of
+the layers above as running on the IO thread only, checked in debug mode (docs/ARCHITECTURE.md, "Checked at run
+time"). See docs/ARCHITECTURE.md, "The runtime port".
 """
 
 from __future__ import annotations
@@ -15,16 +16,19 @@ from ._future import LightFuture
 from ._mux import RawReply, ReplyHandler
 from ._nats import Handler, NatsSubscription
 from ._port import Closeable, ConnectionListener, Runtime
+from ._threads import CHECK_THREADS_ENV, IOThreadChecks, check_io_threads, io_thread, io_thread_checks
 from ._translate import redact_url
 from ._wait import wait_while, warn_if_in_event_loop
 
 __all__ = [
     "CALLBACKS_THREAD_NAME",
+    "CHECK_THREADS_ENV",
     "BufferFinished",
     "Closeable",
     "ConnectionListener",
     "ForkGuard",
     "Handler",
+    "IOThreadChecks",
     "LightFuture",
     "MessageBuffer",
     "NatsSubscription",
@@ -33,7 +37,10 @@ __all__ = [
     "ReplyHandler",
     "Runtime",
     "after_fork",
+    "check_io_threads",
     "check_process",
+    "io_thread",
+    "io_thread_checks",
     "redact_url",
     "wait_while",
     "warn_if_in_event_loop",

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from .. import errors
 from ._fork import ForkGuard
+from ._threads import io_thread, mark_io_thread
 from ._wait import warn_if_in_event_loop
 
 T = TypeVar("T")
@@ -62,6 +63,7 @@ class IOLoop:
         started.wait()
 
     def _run(self, started: threading.Event) -> None:
+        mark_io_thread()  # what the IO-thread check (``_threads.py``) recognises
         asyncio.set_event_loop(self.loop)
         self.loop.call_soon(started.set)
         try:
@@ -120,6 +122,7 @@ class IOLoop:
         except RuntimeError:
             raise errors.ConnectionClosedError() from None
 
+    @io_thread
     def notify_later(self, notify: Callable[[], None]) -> None:
         """IO thread only: run ``notify`` once the current burst of input is parsed (one wake-up per burst)."""
         self._dirty.append(notify)
@@ -127,6 +130,7 @@ class IOLoop:
             self._flush_scheduled = True
             self.loop.call_soon(self._flush_notifications)
 
+    @io_thread
     def _flush_notifications(self) -> None:
         self._flush_scheduled = False
         dirty, self._dirty = self._dirty, []

@@ -17,6 +17,7 @@ from typing import NamedTuple, Protocol
 
 from .. import errors
 from .._protocol import is_no_responders
+from ._threads import io_thread
 
 __all__ = ["FutureReply", "RawReply", "ReplyHandler", "ReplyWaiter", "RequestMux"]
 
@@ -74,6 +75,7 @@ class RequestMux:
     def forget(self, reply_subject: bytes) -> None:
         self._pending.pop(reply_subject[self._plen :], None)
 
+    @io_thread
     def handle(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
         """IO thread: the fast handler of the inbox subscription."""
         entry = self._pending.pop(subject[self._plen :], None)
@@ -89,6 +91,7 @@ class RequestMux:
             log.exception("reading a reply failed on the IO thread")
             entry.fail(errors.ProtocolError(f"the reply could not be read ({type(exc).__name__}: {exc})"))
 
+    @io_thread
     def expire(self, now: float) -> None:
         """IO thread: fail entries whose deadline passed."""
         expired: list[bytes] = []
@@ -103,7 +106,7 @@ class RequestMux:
                 _fail(entry, errors.TimeoutError("no reply within the timeout"))
 
     def fail_all(self, exc_factory: Callable[[], BaseException]) -> None:
-        """IO thread: fail every pending entry (disconnect, close)."""
+        """IO thread: fail every pending entry (disconnect, close); or the closing thread once the IO thread ended."""
         pending, self._pending = self._pending, {}
         with self._deadlines_lock:
             for queue in self._deadlines.values():
@@ -113,8 +116,9 @@ class RequestMux:
 
 
 def _fail(entry: ReplyHandler, exc: BaseException) -> None:
-    """IO thread: fail one entry; a failure in doing so is logged and the others still fail (a sweep or a
-    disconnect that stopped at one broken entry would leave every later waiter or future pending)."""
+    """IO thread (or `RequestMux.fail_all`'s closing thread): fail one entry; a failure in doing so is logged and the
+    others still fail (a sweep or a disconnect that stopped at one broken entry would leave every later waiter or
+    future pending)."""
     try:
         entry.fail(exc)
     except Exception:
@@ -158,7 +162,8 @@ class ReplyWaiter:
 
 
 class FutureReply:
-    """A `ReplyHandler` resolving an asyncio future (`Runtime.request_async`); only ever called on the IO thread."""
+    """A `ReplyHandler` resolving an asyncio future (`Runtime.request_async`); called on the IO thread (but for
+    `RequestMux.fail_all` on a closing thread once the IO thread ended)."""
 
     __slots__ = ("future", "timeout", "what")
 

@@ -44,6 +44,7 @@ from ._connect import reconnect_delay
 from ._contract import NATS_PY_CONTRACT, ContractMember, contract_problems
 from ._gate import SocketGate
 from ._parser import ProtocolParser, ServerProtocolViolation, check_info
+from ._threads import io_thread
 from ._translate import AttemptFailed
 from ._transports import GatedTcpTransport, WebSocketTransport
 from ._usercode import BlockingCalls
@@ -288,12 +289,14 @@ class NatsConnection(nats.aio.client.Client):
         writer.transport.close()
         self._transport = None
 
+    @io_thread
     async def fast_subscribe(self, subject: str, queue: str, handler: Handler) -> NatsSubscription:
         """Subscribe with ``handler`` called for each message; returns nats-py's Subscription."""
         sub = await self.subscribe(subject, queue=queue)
         self.fast_handlers[sub._id] = handler
         return sub
 
+    @io_thread
     def drop_handler(self, sub: NatsSubscription) -> None:
         """IO thread: stop dispatching to ``sub``'s handler at once (the UNSUB may follow later)."""
         self.fast_handlers.pop(sub._id, None)
@@ -306,14 +309,17 @@ class NatsConnection(nats.aio.client.Client):
             return b"UNSUB %d %d\r\n" % (sub._id, max_msgs)
         return b"UNSUB %d\r\n" % sub._id
 
+    @io_thread
     def handler_of(self, sub: NatsSubscription) -> Handler | None:
         """IO thread: the handler ``sub``'s messages go to now."""
         return self.fast_handlers.get(sub._id)
 
+    @io_thread
     def reroute(self, sub: NatsSubscription, handler: Handler) -> None:
         """IO thread: dispatch ``sub``'s messages to ``handler`` from now on."""
         self.fast_handlers[sub._id] = handler
 
+    @io_thread
     async def retire(self, sub: NatsSubscription, late: Handler, timeout: float) -> None:
         """IO thread: UNSUB ``sub`` and route what still arrives for it to ``late`` until the server has seen
         the UNSUB (a PING/PONG after it), then to nothing.
@@ -336,6 +342,7 @@ class NatsConnection(nats.aio.client.Client):
             if self.fast_handlers.get(sid) is late:
                 del self.fast_handlers[sid]
 
+    @io_thread
     async def fast_unsubscribe(self, sub: NatsSubscription) -> None:
         self.fast_handlers.pop(sub._id, None)
         if not self.is_closed:
@@ -385,6 +392,7 @@ class NatsConnection(nats.aio.client.Client):
         self._count_out(commands, size, count)
         return True
 
+    @io_thread
     def open_gate(self) -> None:
         """IO thread: let requesting threads write to this connection themselves from now on.
 
@@ -396,6 +404,7 @@ class NatsConnection(nats.aio.client.Client):
         if isinstance(transport, GatedTcpTransport) and self.is_connected:
             transport.open_gate()
 
+    @io_thread
     def close_gate(self) -> None:
         """IO thread: no more direct writes until `open_gate` (the connection was lost)."""
         self.gate.unbind()
@@ -426,6 +435,7 @@ class NatsConnection(nats.aio.client.Client):
         except (ConnectionError, RuntimeError, AssertionError):
             return
 
+    @io_thread
     def _write_pending(self) -> None:
         """IO thread: hand nats-py's queued commands to the transport now, so that a PING written next cannot pass
         them. nats-py's ``_send_ping`` writes straight to the transport while a SUB or UNSUB of its own may still
@@ -649,6 +659,7 @@ class NatsConnection(nats.aio.client.Client):
         finally:
             self._flushes.discard(waiter)
 
+    @io_thread
     def _end_flushes(self, error: Callable[[], BaseException]) -> None:
         """IO thread: fail every flush still waiting for its PONG (the connection was lost, or closed)."""
         for waiter in list(self._flushes):

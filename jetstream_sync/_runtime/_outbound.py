@@ -12,6 +12,7 @@ from .. import errors
 from .._protocol import Command
 from ._io import IOLoop
 from ._nats import NatsConnection
+from ._threads import io_thread
 from ._wait import wait_while
 
 __all__ = ["Outbound"]
@@ -176,12 +177,14 @@ class Outbound:
         finally:
             self._waiters -= 1
 
+    @io_thread
     def drain_queued(self) -> None:
         """IO thread: `drain_now` if anything is queued (what a thread queued with ``later`` and has not
         flushed yet goes out with this loop turn); a truth test of a list when nothing is."""
         if self._queue:
             self.drain_now()
 
+    @io_thread
     def drain_now(self, everything: bool = False) -> None:
         """IO thread: hand what is queued to nats-py now. With ``everything`` (before a flush or a close) all of
         it, even past the socket's high water: what was published before those must go out before them.

@@ -33,6 +33,7 @@ from ._io import IOLoop
 from ._mux import FutureReply, RawReply, ReplyHandler, ReplyWaiter, RequestMux
 from ._nats import Handler, NatsConnection, NatsSubscription, Nuid
 from ._outbound import Outbound
+from ._threads import io_thread
 from ._translate import connect_failure, translate_error
 from ._wait import warn_if_in_event_loop
 from ._watchdog import Timer, Watchdog, check_library_code
@@ -212,6 +213,7 @@ class Runtime(ProcessLocal):
         self._state.note(exc, attempt=not self.is_connected)  # before report_error notes it again: no change
         self.report_error(translate_error(exc))
 
+    @io_thread
     def _on_lost(self, exc: BaseException) -> None:  # IO thread: a read error, EOF, stale pings
         self._state.note(exc)
 
@@ -377,6 +379,7 @@ class Runtime(ProcessLocal):
         return f"{self.options.inbox_prefix}.{self.new_token()}"
 
     # -- sending ----------------------------------------------------------------------------------------
+    @io_thread
     def send_now(self, command: Command) -> None:
         """IO thread: put a command straight into nats-py's write buffer (pull requests, resends)."""
         parts = [command] if isinstance(command, bytes) else list(command)
@@ -425,6 +428,7 @@ class Runtime(ProcessLocal):
         with self.health.ack_in_flight():
             self.request(lambda reply: encode_pub(subject.encode(), reply, None, payload), timeout, "ack_sync")
 
+    @io_thread
     def request_async(self, encode: Callable[[bytes], Command], timeout: float, what: str) -> asyncio.Future[RawReply]:
         """IO thread: send ``encode(reply_subject)`` now; the future resolves with the reply or fails with
         TimeoutError (after ``timeout``), NoRespondersError, NotConnectedError (disconnect) or
@@ -455,6 +459,7 @@ class Runtime(ProcessLocal):
         check_control_line("queue" if queue else "subject", subject, queue)  # the SUB line, before it is sent
         return self._io.call(self._nc.fast_subscribe(subject, queue, handler), timeout, "subscribe")
 
+    @io_thread
     async def subscribe_async(self, subject: str, handler: Handler, queue: str = "") -> NatsSubscription:
         """IO thread: the same, awaited by code already on the loop."""
         return await self._nc.fast_subscribe(subject, queue, handler)
@@ -468,6 +473,7 @@ class Runtime(ProcessLocal):
         else:
             self._io.call(self._nc.fast_unsubscribe(sub), timeout, "unsubscribe")
 
+    @io_thread
     async def _deliver_in_flight(self, sub: NatsSubscription) -> None:
         handler = self._nc.handler_of(sub)
         if handler is None:
@@ -475,6 +481,7 @@ class Runtime(ProcessLocal):
             return
         await self.retire(sub, handler)
 
+    @io_thread
     def unsubscribe_soon(self, sub: NatsSubscription, label: str, late: Handler | None = None) -> None:
         """IO thread: stop dispatching now and send the UNSUB in the background (fire and forget).
 
@@ -504,6 +511,7 @@ class Runtime(ProcessLocal):
         """
         self.send(self._nc.unsub_command(sub, max_msgs))
 
+    @io_thread
     def retire(self, sub: NatsSubscription, late: Handler) -> asyncio.Task[None]:
         """IO thread: from now on what arrives for ``sub`` goes to ``late``; UNSUB it, and forget ``late`` once
         the server confirmed the UNSUB (or the connection cannot tell any more). The task ends then: a drain
@@ -531,10 +539,12 @@ class Runtime(ProcessLocal):
         with contextlib.suppress(errors.ConnectionClosedError):
             self._io.post(fn)
 
+    @io_thread
     def spawn(self, coro: Coroutine[Any, Any, object]) -> None:
         """IO thread: run ``coro`` as a task on the loop."""
         asyncio.get_running_loop().create_task(coro)
 
+    @io_thread
     def call_later(self, delay: float, fn: Callable[[], object]) -> asyncio.TimerHandle:
         """IO thread: run ``fn`` on the IO thread after ``delay`` seconds."""
         return asyncio.get_running_loop().call_later(delay, fn)
@@ -588,6 +598,7 @@ class Runtime(ProcessLocal):
             )
 
     # -- what the client owns ---------------------------------------------------------------------------
+    @io_thread
     def add_listener(self, listener: ConnectionListener) -> None:
         """IO thread: deliver connection events to ``listener`` until it is removed."""
         self._listeners.append(listener)

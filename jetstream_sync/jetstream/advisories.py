@@ -36,7 +36,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from .. import errors
-from .._runtime import BufferFinished, MessageBuffer, NatsSubscription, Runtime
+from .._runtime import BufferFinished, MessageBuffer, NatsSubscription, Runtime, io_thread
 from .._validate import check_name, check_timeout
 from ..models.advisory import Advisory, AdvisoryKind, parse_advisory
 
@@ -186,6 +186,7 @@ class Advisories:
             raise
 
     # -- IO thread --------------------------------------------------------------------------------------
+    @io_thread
     def _on_message(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
         if self._closed:
             return  # an event still in flight when close() unsubscribed

@@ -38,7 +38,7 @@ import attrs
 
 from .. import errors
 from .._protocol import encode_pub_parts
-from .._runtime import NatsSubscription
+from .._runtime import NatsSubscription, io_thread
 from .._validate import check_int, check_timeout, options_from, prepare_message
 from ..headers import HeadersInput
 from ..models import BatchAck
@@ -300,6 +300,7 @@ class FastPublisher:
                 self._runtime.unsubscribe(sub, self.timeout)
 
     # -- what the server says (IO thread) -------------------------------------------------------------------
+    @io_thread
     def _on_reply(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
         try:
             body = json.loads(data)
@@ -319,6 +320,7 @@ class FastPublisher:
                 self._first_answered = self._final_seen = True
                 self._cond.notify_all()
 
+    @io_thread
     def _on_answer(self, body: dict[str, Any]) -> None:
         """IO thread: one decoded answer of the server's (a flow ack, a gap, an error, the final ack)."""
         report: BaseException | None = None

@@ -14,7 +14,7 @@ import attrs
 
 from .. import errors
 from .._protocol import Command, api_response, encode_pub_parts
-from .._runtime import LightFuture, Runtime, wait_while
+from .._runtime import LightFuture, Runtime, io_thread, wait_while
 from .._validate import PreparedMessage, check_int, check_str_or_none, check_subject, check_timeout
 from ..models import PubAck
 from ._durations import message_ttl, ttl_header
@@ -265,6 +265,7 @@ class _PubAckReply:
     def encode(self, reply: bytes) -> Command:
         return encode_pub_parts(self.subject, reply, self.headers, self.payload)
 
+    @io_thread
     def resolve(self, subject: bytes, data: bytes, headers: bytes | None) -> None:
         """IO thread: the reply came. Whatever it is, the future resolves and the in-flight slot is freed: a
         reply that cannot be read fails the future rather than escape and leave it pending for good."""
@@ -322,6 +323,7 @@ class AsyncPublisher:
             raise
         return reply.future
 
+    @io_thread
     def retry_later(self, reply: _PubAckReply) -> bool:
         """IO thread: schedule another attempt of a publish that met "no responders"; False when out of time.
 
@@ -337,6 +339,7 @@ class AsyncPublisher:
         self._runtime.call_later(delay, lambda: self._resend(reply))
         return True
 
+    @io_thread
     def _resend(self, reply: _PubAckReply) -> None:
         runtime = self._runtime
         if runtime.is_closed:
@@ -346,7 +349,8 @@ class AsyncPublisher:
         runtime.send_now(reply.encode(runtime.expect_reply(reply, left)))
 
     def release(self, size: int) -> None:
-        """IO thread: one in-flight publish of ``size`` bytes resolved."""
+        """One in-flight publish of ``size`` bytes resolved: on the IO thread, or on the closing thread for what the
+        IO thread did not get to (``Runtime.close`` fails those once it ended)."""
         self._gate.release(size)
 
     @property

@@ -35,7 +35,7 @@ import attrs
 from .. import errors
 from .._dispatch import Lane, LanePool
 from .._protocol import Command, encode_pub
-from .._runtime import NatsSubscription, Runtime
+from .._runtime import NatsSubscription, Runtime, io_thread
 from .._validate import check_timeout
 from ..headers import encode_headers
 from ._checks import API_PREFIX
@@ -234,6 +234,7 @@ class ServiceInstance:
         runtime.watch(self._send_held)
         log.info("service %s %s started as %s with %d endpoint(s)", self.name, self.version, self.id, len(self._live))
 
+    @io_thread
     async def _subscribe(self, entries: list[tuple[str, str, _Fast]]) -> None:
         """IO thread."""
         for subject, queue, handler in entries:
@@ -283,6 +284,7 @@ class ServiceInstance:
 
         return on_request
 
+    @io_thread
     def _wake(self) -> None:
         """IO thread, after a burst of requests: wake a worker for them. Replies a worker queued and has not
         written yet (it is running a handler of its burst) go out now, in this loop turn's write: a handler that
@@ -291,6 +293,7 @@ class ServiceInstance:
         self._runtime.drain_sends()
         self._pool.wake()
 
+    @io_thread
     def _refuse(self, live: _Live, reply: bytes) -> None:
         """IO thread: the lane is full or the pool closed: a 503 error reply at once, counted as an error."""
         error = _STOPPING if self._pool.closed else live.busy
@@ -311,14 +314,17 @@ class ServiceInstance:
         if reply:
             self._runtime.send_now(encode_pub(reply, b"", encode_headers(error.headers), b""))
 
+    @io_thread
     def _on_ping(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
         if reply:
             self._runtime.send_now(encode_pub(reply, b"", None, self._ping))
 
+    @io_thread
     def _on_info(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
         if reply:
             self._runtime.send_now(encode_pub(reply, b"", None, self._info))
 
+    @io_thread
     def _on_stats(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
         if not reply:
             return
@@ -561,6 +567,7 @@ class ServiceInstance:
             )
         log.info("service %s (%s) stopped", self.name, self.id)
 
+    @io_thread
     async def _retire(self) -> None:
         """IO thread: UNSUB everything; what the server sent before it saw the UNSUBs still arrives.
 

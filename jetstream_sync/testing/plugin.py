@@ -16,6 +16,12 @@ whose cause the server only logs) gets a report section "nats-server log" for ea
 logged something since the test began
 ([`pytest_runtest_makereport`][jetstream_sync.testing.plugin.pytest_runtest_makereport]).
 
+The IO-thread check is on for the whole session ([`pytest_configure`][jetstream_sync.testing.plugin.pytest_configure]):
+every library method marked as running on the IO thread only raises `WrongThreadError` when called on another
+thread, and a test during which that happened fails, even when the error went to a callback nobody saw
+(docs/ARCHITECTURE.md, "Checked at run time"). ``jetstream_sync_check_threads = false`` in the ini file, or
+``JETSTREAM_SYNC_CHECK_THREADS=0`` in the environment, turns it off.
+
 A module of its own so that only a test run imports pytest (code that just starts an EmbeddedServer does not), and
 so that the proxy module is imported only when a test asks for ``fault_proxy``.
 """
@@ -23,11 +29,13 @@ so that the proxy module is imported only when a test asks for ``fault_proxy``.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from .._runtime import CHECK_THREADS_ENV, check_io_threads, io_thread_checks
 from ..errors import APIError
 from ._server import EmbeddedServer
 
@@ -43,8 +51,12 @@ __all__ = [
     "nats_server",
     "nats_server_function",
     "nats_url",
+    "pytest_addoption",
+    "pytest_configure",
     "pytest_runtest_makereport",
     "pytest_runtest_setup",
+    "pytest_sessionfinish",
+    "pytest_terminal_summary",
 ]
 
 _LOG_LINES = 100  # at most, of a server's log in a failed test's report
@@ -64,6 +76,59 @@ def _reported(*servers: EmbeddedServer) -> Iterator[None]:
     finally:
         for server in servers:
             _alive.pop(id(server), None)
+
+
+_CHECK_THREADS_INI = "jetstream_sync_check_threads"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """The ini setting ``jetstream_sync_check_threads`` (default true): the IO-thread check in this session."""
+    parser.addini(
+        _CHECK_THREADS_INI,
+        "check that jetstream_sync's IO-thread methods run on the IO thread only (WrongThreadError otherwise)",
+        type="bool",
+        default=True,
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Turn the IO-thread check on for the session, unless ``JETSTREAM_SYNC_CHECK_THREADS=0`` or the ini setting
+    ``jetstream_sync_check_threads = false`` says not to (the variable, when set, wins). Runs on pytest's thread."""
+    setting = os.environ.get(CHECK_THREADS_ENV, "")
+    enabled = setting != "0" if setting else bool(config.getini(_CHECK_THREADS_INI))
+    check_io_threads(enabled)
+
+
+@pytest.fixture(autouse=True)
+def _io_thread_violations() -> Iterator[None]:
+    """Fail the test (in its teardown) when an IO-thread method ran on another thread meanwhile: the
+    WrongThreadError may have been raised into an asyncio callback or a fast handler, where it is only logged."""
+    checks = io_thread_checks()
+    before = checks.violations
+    yield
+    if checks.violations != before:
+        pytest.fail(
+            f"{checks.violations - before} call(s) of an IO-thread method ran on another thread during this test; "
+            f"the last: {checks.last_violation}",
+            pytrace=False,
+        )
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A session in which an IO-thread method ran on another thread fails, even when no test was running then
+    (a module or session fixture's teardown). Runs on pytest's thread."""
+    if io_thread_checks().violations and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Say how many calls ran on a wrong thread in the session, and the last one (nothing when none did)."""
+    checks = io_thread_checks()
+    if checks.violations:
+        terminalreporter.write_sep("=", "jetstream_sync IO-thread check", red=True)
+        terminalreporter.write_line(
+            f"{checks.violations} call(s) of IO-thread methods ran on another thread; the last: {checks.last_violation}"
+        )
 
 
 @pytest.hookimpl(tryfirst=True)

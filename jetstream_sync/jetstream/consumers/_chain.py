@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ... import errors
-from ..._runtime import Runtime
+from ..._runtime import Runtime, io_thread
 from ...models import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy, StreamInfo
 from ..retry import API_ATTEMPTS
 from ._pull import PullTarget
@@ -137,6 +137,7 @@ class ConsumerChain:
             runtime.post_if_open(lambda: runtime.spawn(self.learn_stream_io()))
         return info
 
+    @io_thread
     async def create_io(
         self, start_seq: int, deliver_subject: str | None = None, heartbeat: float | None = None
     ) -> ConsumerInfo:
@@ -147,6 +148,7 @@ class ConsumerChain:
             self.api.runtime.spawn(self.learn_stream_io())
         return info
 
+    @io_thread
     async def info_io(self) -> ConsumerInfo | None:
         """IO thread: the live link's info now (None between a reset and the next link)."""
         name = self.current
@@ -156,6 +158,7 @@ class ConsumerChain:
             await self.api.request_io(f"CONSUMER.INFO.{self.stream}.{name}", None, self.attempt_timeout)
         )
 
+    @io_thread
     async def learn_stream_io(self) -> None:
         """IO thread: remember which stream this is (its creation time), so that a reset can tell the stream
         read so far from one deleted and created anew under its name. Asked beside the first link, not before
@@ -173,6 +176,7 @@ class ConsumerChain:
         if self.stream_created is None:
             self.stream_created = info.created
 
+    @io_thread
     async def replaced_io(self, cursor: int) -> str | None:
         """IO thread, before a reset creates the next link: why the stream is not the one read so far (its
         creation time changed, or it ends below ``cursor``, the last sequence read), or None when it is.

@@ -12,7 +12,7 @@ import time
 
 from ... import errors
 from ..._protocol import ACK_PREFIX, pull_request, status_of
-from ..._runtime import BufferFinished, Runtime
+from ..._runtime import BufferFinished, Runtime, io_thread
 from ...message import Msg
 from . import _giveback
 from ._heartbeat import HeartbeatMonitor
@@ -71,9 +71,11 @@ class FetchPull(_PullEngine):
         self.runtime.track(self)
         self.runtime.post(self._begin)
 
+    @io_thread
     def _begin(self) -> None:
         self.runtime.spawn(self._start())
 
+    @io_thread
     async def _start(self) -> None:
         try:
             await self._subscribe()
@@ -93,6 +95,7 @@ class FetchPull(_PullEngine):
             "fetch %s: pull batch=%d max_bytes=%d expires=%gs", self.label, self.batch, self.max_bytes, opts.expires
         )
 
+    @io_thread
     def _request_body(self, expires: float, heartbeat: float) -> bytes:
         """IO thread: a pull for what is left of the batch and its bytes."""
         opts = self.options
@@ -110,6 +113,7 @@ class FetchPull(_PullEngine):
         cannot while disconnected."""
         return not self.done and self.connected
 
+    @io_thread
     def _on_message(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
         if self.done:
             # a second pull's (the one from before a reconnect may live on), past the deadline, or for a batch its
@@ -165,6 +169,7 @@ class FetchPull(_PullEngine):
     def _time_left(self) -> float:
         return self._expires_at - time.monotonic()
 
+    @io_thread
     def _pull_again(self, why: str) -> None:
         """IO thread: ask again, on the same inbox, for what is left of the batch, its bytes and its time."""
         if self.done:
@@ -180,6 +185,7 @@ class FetchPull(_PullEngine):
         self._send_pull(self._request_body(0.0 if opts.no_wait else left, heartbeat))
         self.heartbeat.touch()
 
+    @io_thread
     def _on_unanswered(self) -> None:
         """IO thread, 503 to the pull: nobody serves the consumer's pull subject. Between two leaders of a
         replicated consumer that is normal for a few seconds, so the fetch asks again within its time (backing
@@ -201,6 +207,7 @@ class FetchPull(_PullEngine):
         if self._repull is None:
             self._repull = self.runtime.call_later(delay, self._pull_again_unanswered)
 
+    @io_thread
     def _pull_again_unanswered(self) -> None:
         self._repull = None
         self._pull_again("no responders")
@@ -224,6 +231,7 @@ class FetchPull(_PullEngine):
             "JetStream is electing a leader or restarting (retry), or is not enabled",
         )
 
+    @io_thread
     async def _ask_whether_the_consumer_exists(self) -> None:
         try:
             gone = await consumer_gone(self.runtime, self.target)
@@ -236,6 +244,7 @@ class FetchPull(_PullEngine):
             log.debug("fetch %s: the consumer does not exist (%s)", self.label, gone)
             self._finish(gone)
 
+    @io_thread
     def _on_missed_heartbeat(self) -> None:
         """IO thread, confirmed by the monitor: the server owes messages and sent nothing for 2x the heartbeat.
 
@@ -258,6 +267,7 @@ class FetchPull(_PullEngine):
             )
         )
 
+    @io_thread
     def _at_expiry(self) -> None:
         """IO thread, when a pull asked again after a missed heartbeat should have expired: silent since, the
         server holding it is gone too, and the fetch says so rather than end as an empty batch."""
@@ -272,6 +282,7 @@ class FetchPull(_PullEngine):
         else:
             self._finish(None)
 
+    @io_thread
     def _finish(self, exc: BaseException | None) -> None:
         """IO thread: readers take what is buffered, then the batch ends (with ``exc`` when given)."""
         if self.done:
@@ -288,6 +299,7 @@ class FetchPull(_PullEngine):
         self.runtime.untrack(self)
 
     # -- connection events (IO thread) ------------------------------------------------------------------
+    @io_thread
     def on_disconnected(self) -> None:
         """The request is most likely gone with the connection. The fetch goes on (its heartbeat clock paused)
         and asks again once reconnected. Ending it here gave a short or empty batch at once, which a fetch
@@ -296,6 +308,7 @@ class FetchPull(_PullEngine):
         if not self.done:
             self._lost = True
 
+    @io_thread
     def on_reconnected(self) -> None:
         """Ask again, on the same inbox, for what is left of the batch, its bytes and its time. The pull from
         before the disconnect may still be alive at the server (after a quick reconnect its reply subject has
@@ -332,6 +345,7 @@ class FetchPull(_PullEngine):
         except errors.JetStreamError:  # closed, forked or cut off: no pull of this client outlives the connection
             log.debug("fetch %s: could not end the pull of a batch left early", self.label, exc_info=True)
 
+    @io_thread
     def _abandon(self) -> None:
         """IO thread (where nothing more is buffered once the pull is finished)."""
         self._finish(None)
@@ -354,6 +368,7 @@ class AckNextPull(FetchPull):
     #: send ``+NXT <batch>`` (no expiry, the server holds the request) instead of the JSON form
     plain = False
 
+    @io_thread
     def _request_body(self, expires: float, heartbeat: float) -> bytes:
         if self.plain:
             return b"+NXT %d" % (self.batch - self.received)

@@ -27,7 +27,7 @@ from collections.abc import Iterable
 
 from ... import errors
 from ..._protocol import ACK_PREFIX, ACK_PREFIX_TEXT, NAK, encode_pub
-from ..._runtime import Handler, Runtime
+from ..._runtime import Handler, Runtime, io_thread
 from ...message import Msg
 
 __all__ = ["HeldGiveBack", "give_back", "give_back_now", "late_giver"]
@@ -110,6 +110,7 @@ class HeldGiveBack:
                 return
         _send_naks(self._runtime, replies, self._label)
 
+    @io_thread
     def give_back_reply(self, reply: bytes) -> None:
         """IO thread: give back one delivery that arrived for the ended read (a status or heartbeat, whose
         reply is no ack subject, needs nothing): held while holding, else at once."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from ..._runtime import Runtime
+from ..._runtime import Runtime, io_thread
 
 __all__ = ["HeartbeatMonitor"]
 
@@ -45,6 +45,7 @@ class HeartbeatMonitor:
         self._posted = False  # watchdog sets it, the IO thread clears it: at most one confirmation in flight
         self._stopped = False
 
+    @io_thread
     def retime(self, interval: float) -> None:
         """IO thread: the pulls ask for heartbeats every ``interval`` from now on (a consume fitted to its
         consumer's ``max_expires``); the alarm keeps its ratio to the interval. The watchdog reads the new
@@ -53,6 +54,7 @@ class HeartbeatMonitor:
         self.interval = interval
         self.alarm_after = ratio * interval
 
+    @io_thread
     def touch(self) -> None:
         """IO thread: something arrived (or the server just started owing us, so the clock starts now)."""
         self.last_activity = time.monotonic()
@@ -79,6 +81,7 @@ class HeartbeatMonitor:
             self._posted = True
             self._runtime.post_if_open(self._confirm)
 
+    @io_thread
     def _confirm(self) -> None:
         """IO thread: act only if the silence is still there by the IO thread's own state."""
         self._posted = False

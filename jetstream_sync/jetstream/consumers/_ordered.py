@@ -21,7 +21,7 @@ import attrs
 
 from ... import errors
 from ..._protocol import ACK_PREFIX, ack_position
-from ..._runtime import BufferFinished, Runtime
+from ..._runtime import BufferFinished, Runtime, io_thread
 from ..._telemetry import note_heartbeat_missed
 from ...message import Msg
 from ...models import ConsumerInfo, DeliverPolicy
@@ -91,6 +91,7 @@ class CatchUpProbe:
         self._posted = True
         engine.runtime.post_if_open(self._ask)
 
+    @io_thread
     def _ask(self) -> None:
         """IO thread."""
         if self._stopped or self._engine.caught_up:
@@ -98,6 +99,7 @@ class CatchUpProbe:
             return
         self._engine.runtime.spawn(self._probe())
 
+    @io_thread
     async def _probe(self) -> None:
         engine = self._engine
         asked = engine.chain.current
@@ -171,6 +173,7 @@ class OrderedPull(ContinuousPull):
         self.last_handed: Msg | None = None
 
     # -- lifecycle --------------------------------------------------------------------------------------
+    @io_thread
     async def _start(self) -> None:
         await self._subscribe()
         self.runtime.add_listener(self)
@@ -188,6 +191,7 @@ class OrderedPull(ContinuousPull):
         if not self.caught_up:
             self.catch_up.start()
 
+    @io_thread
     def _caught_up(self) -> None:
         """IO thread (until_drained): nothing is pending past what was received; end after the buffer."""
         log.debug("ordered %s: caught up at stream sequence %d", self.label, self.stream_seq)
@@ -199,6 +203,7 @@ class OrderedPull(ContinuousPull):
         """Any thread: over for its reader: stopped, or ended with every received message handed out."""
         return self.halted or (self.buffer.ended and self.delivered >= self.received)
 
+    @io_thread
     def _use(self, info: ConsumerInfo) -> None:
         """IO thread: read from the link ``info`` from now on (its consumer sequence starts at 1)."""
         if self.stream_seq == 0:
@@ -215,24 +220,28 @@ class OrderedPull(ContinuousPull):
             return
         self.retarget(target)
 
+    @io_thread
     def _now_caught_up(self) -> None:
         """IO thread: nothing is pending past what was received (the first time)."""
         self.caught_up = True
         self.snapshot = False
         self.catch_up.stop()
 
+    @io_thread
     def reached_the_end(self) -> None:
         """IO thread: the catch-up probe found nothing left that will ever be delivered."""
         self._now_caught_up()
         if self.until_drained and not self.draining:
             self._caught_up()
 
+    @io_thread
     def _shutdown(self) -> None:
         super()._shutdown()
         self.catch_up.stop()
         self.chain.delete_current_soon()
 
     # -- messages (IO thread) ---------------------------------------------------------------------------
+    @io_thread
     def _on_message(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
         if self.stopped or self.resetting:
             return
@@ -276,25 +285,30 @@ class OrderedPull(ContinuousPull):
         if self.until_drained and pending == 0:
             self._caught_up()
 
+    @io_thread
     def _pull(self) -> None:
         if not self.resetting:
             super()._pull()
 
     # -- reset triggers (IO thread) ---------------------------------------------------------------------
+    @io_thread
     def _on_terminal(self, exc: errors.JetStreamError) -> None:
         if isinstance(exc, errors.ConsumerDeletedError):
             self._reset("the consumer was deleted", "consumer deleted")
         else:
             super()._on_terminal(exc)
 
+    @io_thread
     def _retry_later(self, exc: BaseException | None) -> None:
         self._reset("no responders for a pull", "no responders")
 
+    @io_thread
     def _on_missed_heartbeat(self) -> None:
         self.heartbeats_missed += 1
         note_heartbeat_missed(self.label)
         self._reset(f"nothing from the server for {2 * self.options.idle_heartbeat:g}s", "missed heartbeat")
 
+    @io_thread
     def on_reconnected(self) -> None:
         self.connected = True
         self.reconnect_pulls += 1
@@ -304,6 +318,7 @@ class OrderedPull(ContinuousPull):
         return not self.resetting and super()._owes_us()
 
     # -- resetting --------------------------------------------------------------------------------------
+    @io_thread
     def _reset(self, why: str, reason: str) -> None:
         """IO thread: leave the current link and build the next one after ``stream_seq``."""
         if self.resetting or self.stopped or self.draining:
@@ -315,9 +330,11 @@ class OrderedPull(ContinuousPull):
         self.chain.delete_current_soon()
         self.runtime.spawn(self._recreate())
 
+    @io_thread
     async def _recreate(self) -> None:
         await relink(self, self._attempt, None)
 
+    @io_thread
     async def _attempt(self) -> ConsumerInfo:
         await self._resubscribe()
         if self.snapshot:
@@ -325,6 +342,7 @@ class OrderedPull(ContinuousPull):
             return await self.chain.create_io(0)
         return await self.chain.create_io(self.stream_seq + 1 if self.stream_seq else 0)
 
+    @io_thread
     def start_over(self) -> None:
         """IO thread, in a reset: the stream was replaced; the next link reads the new one from its beginning
         (per the deliver policy), as the first link did."""
@@ -332,6 +350,7 @@ class OrderedPull(ContinuousPull):
         self.skip_through = 0
         self.snapshot = False  # the next link is a fresh read of the new stream, not a snapshot to resume
 
+    @io_thread
     def _adopt_link(self, info: ConsumerInfo) -> None:
         """IO thread: a reset succeeded; read from the new link unless the pull was stopped meanwhile."""
         if self.stopped:

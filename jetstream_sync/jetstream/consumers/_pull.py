@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 from ... import errors
 from ..._protocol import ACK_PREFIX, encode_pub, pending_counts, pull_request, status_of
-from ..._runtime import BufferFinished, Handler, MessageBuffer, NatsSubscription, Runtime
+from ..._runtime import BufferFinished, Handler, MessageBuffer, NatsSubscription, Runtime, io_thread
 from ..._telemetry import note_heartbeat_missed
 from ...health import ConsumeFill
 from ...message import Msg
@@ -38,13 +38,7 @@ from ._target import PinTracker, PullTarget, consumer_gone, pull_unanswered, pul
 from .delivery import ConsumeStats
 from .options import PullPlan, PullPriority
 
-__all__ = [
-    "ContinuousPull",
-    "PinTracker",
-    "PullTarget",
-    "pull_unanswered",
-    "pulled_message",
-]
+__all__ = ["ContinuousPull", "PinTracker", "PullTarget", "pull_unanswered", "pulled_message"]
 
 log = logging.getLogger("jetstream_sync")
 
@@ -73,9 +67,11 @@ class _PullEngine(abc.ABC):
     def label(self) -> str:
         return self.target.label
 
+    @io_thread
     def _make_msg(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> Msg:
         return pulled_message(self.acks, self.target, subject, reply, data, headers)
 
+    @io_thread
     def _priority_fields(self, priority: PullPriority | None) -> dict[str, object] | None:
         """IO thread: a pull's priority group members, with the pin id when this handle holds one."""
         if priority is None:
@@ -86,6 +82,7 @@ class _PullEngine(abc.ABC):
             fields["id"] = pin.id
         return fields
 
+    @io_thread
     def _send_pull(self, body: bytes, reply: bytes | None = None) -> None:
         """IO thread: publish a pull request with our inbox (or ``reply``, a subject below it) as the reply."""
         self.runtime.send_now(encode_pub(self.target.next_subject, reply or self._inbox_b, None, body))
@@ -94,9 +91,11 @@ class _PullEngine(abc.ABC):
         """The subject the engine subscribes to: its inbox (ContinuousPull: one subject per pull below it)."""
         return self.inbox
 
+    @io_thread
     async def _subscribe(self) -> None:
         self._nats_sub = await self.runtime.subscribe_async(self._listen_on(), self._on_message)
 
+    @io_thread
     async def _resubscribe(self) -> None:
         """IO thread: drop the inbox and listen on a fresh one, so nothing sent to the old one (late messages
         and statuses of a replaced consumer) can reach this engine again."""
@@ -105,6 +104,7 @@ class _PullEngine(abc.ABC):
         self._inbox_b = self.inbox.encode()
         await self._subscribe()
 
+    @io_thread
     def _unsubscribe(self, late: Handler | None = None) -> None:
         """IO thread: drop the subscription (fire and forget). With ``late``, what the server sent before it saw
         the UNSUB goes there (by default nowhere: an ordered link's late messages are of a replaced consumer)."""
@@ -112,6 +112,7 @@ class _PullEngine(abc.ABC):
         if sub is not None:
             self.runtime.unsubscribe_soon(sub, self.inbox, late)
 
+    @io_thread
     def _retire(self) -> None:
         """IO thread: the read is over: drop the subscription, and give back what still arrives for it
         (``_giveback.py``). The server forgets a waiting pull once its reply subject has no interest, so no
@@ -126,6 +127,7 @@ class _PullEngine(abc.ABC):
             with contextlib.suppress(errors.JetStreamError):  # closed or cut off: the naks cannot go out either
                 self.runtime.send_unsub(sub)
 
+    @io_thread
     def _give_back_late(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
         """IO thread: a delivery for this ended read (the retired subscription's handler)."""
         _giveback.give_back_now(self.runtime, reply, self.target.ack_none)
@@ -198,6 +200,7 @@ class ContinuousPull(_PullEngine):
     def _listen_on(self) -> str:
         return self.inbox + ".*.*"
 
+    @io_thread
     def _refused(self, subject: bytes) -> tuple[int, int]:
         """IO thread: the batch and bytes of the pull a refusal answers, from its reply subject."""
         batch, _, size = subject[len(self._inbox_b) + 1 :].partition(b".")
@@ -206,6 +209,7 @@ class ContinuousPull(_PullEngine):
         except ValueError:
             return 0, 0
 
+    @io_thread
     async def _start(self) -> None:
         await self._subscribe()
         self.runtime.add_listener(self)
@@ -213,6 +217,7 @@ class ContinuousPull(_PullEngine):
         self.heartbeat.touch()
         self._pull()
 
+    @io_thread
     def retarget(self, target: PullTarget) -> None:
         """IO thread: ask another server-side consumer from now on, under the same buffer and readers.
 
@@ -248,12 +253,14 @@ class ContinuousPull(_PullEngine):
         self.draining = True
         self.runtime.post_if_open(self._drain)
 
+    @io_thread
     def _shutdown(self) -> None:
         """IO thread."""
         self._quiet()
         self._retire()
         self.runtime.untrack(self)
 
+    @io_thread
     def _quiet(self) -> None:
         """IO thread: no more heartbeat checks, retried pulls or connection events."""
         self.heartbeat.stop()
@@ -261,6 +268,7 @@ class ContinuousPull(_PullEngine):
             self._retry_handle.cancel()
         self.runtime.remove_listener(self)
 
+    @io_thread
     def _drain(self) -> None:
         """IO thread: end the subscription and hand out what is buffered and what still arrives for the pulls
         already sent, until the server confirms the UNSUB (it then forgets those pulls); then end.
@@ -279,6 +287,7 @@ class ContinuousPull(_PullEngine):
             return
         self.runtime.spawn(self._drain_in_flight(self.runtime.retire(sub, self._on_draining)))
 
+    @io_thread
     async def _drain_in_flight(self, retired: Awaitable[None]) -> None:
         try:
             await retired
@@ -286,6 +295,7 @@ class ContinuousPull(_PullEngine):
             self.runtime.untrack(self)
             self.buffer.finish()
 
+    @io_thread
     def _on_draining(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
         """IO thread, while a drain waits for the UNSUB's confirmation: a message is handed out as any other;
         once the reader stopped (``stop()`` during the drain), it is given back."""
@@ -300,6 +310,7 @@ class ContinuousPull(_PullEngine):
         if not self.buffer.put(msg):
             _giveback.give_back_now(self.runtime, reply, self.target.ack_none)  # stopped meanwhile
 
+    @io_thread
     def _end(self, exc: BaseException) -> None:
         """IO thread: a terminal status; readers get the buffered messages, then ``exc``."""
         log.debug("consume %s: ended by %s", self.label, exc)
@@ -316,6 +327,7 @@ class ContinuousPull(_PullEngine):
         _giveback.give_back(self.runtime, self.buffer.abort(exc), self.label)
 
     # -- pulling (IO thread) ----------------------------------------------------------------------------
+    @io_thread
     def _sync_delivered(self) -> None:
         """Apply what the user side has taken since the last time: a handed-out message is processed."""
         delivered, delivered_bytes = self.delivered, self.delivered_bytes
@@ -324,6 +336,7 @@ class ContinuousPull(_PullEngine):
             self.pending_bytes = max(0, self.pending_bytes - (delivered_bytes - self.applied_bytes))
         self.applied, self.applied_bytes = delivered, delivered_bytes
 
+    @io_thread
     def _pull(self) -> None:
         """Publish a pull when the pending counts reached their threshold, sized to fill the buffer."""
         if self.stopped or self.draining or not self.connected or self._nats_sub is None:
@@ -368,11 +381,13 @@ class ContinuousPull(_PullEngine):
             self.pending_bytes,
         )
 
+    @io_thread
     def _apply_delivered(self) -> None:
         """IO thread, posted by the user side when a threshold was crossed."""
         self._apply_posted = False
         self._pull()
 
+    @io_thread
     def _reset_pending(self) -> None:
         """Forget outstanding requests (they are gone after a reconnect or missed heartbeat); keep the buffer."""
         self._sync_delivered()
@@ -381,6 +396,7 @@ class ContinuousPull(_PullEngine):
         if self.options.by_bytes:
             self.pending_bytes = min(self.pending_bytes, sum(m.size for m in self.buffer.snapshot()))
 
+    @io_thread
     def _on_message(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
         if self.stopped:
             _giveback.give_back_now(self.runtime, reply, self.target.ack_none)  # stop() ran; the subscription ends next
@@ -443,6 +459,7 @@ class ContinuousPull(_PullEngine):
             return
         self._pull_after_status()
 
+    @io_thread
     def _pull_after_status(self) -> None:
         """IO thread, after a status that ended or refused a pull: pull again when the thresholds say so, but
         never at once after a run of statuses with no message between them.
@@ -464,6 +481,7 @@ class ContinuousPull(_PullEngine):
         else:
             self._retry_handle = self.runtime.call_later(wait, self._retry_now)
 
+    @io_thread
     def _on_oversized(self, exc: errors.MessageExceedsMaxBytesError) -> None:
         """IO thread: a pull asking for the whole ``max_bytes`` got nothing, its next message being larger.
 
@@ -478,6 +496,7 @@ class ContinuousPull(_PullEngine):
         """
         self._on_terminal(exc)
 
+    @io_thread
     def _on_limit(self, status: int, description: str) -> bool:
         """IO thread, 409 Exceeded MaxRequestBatch / MaxRequestExpires / MaxRequestMaxBytes: fit the pulls to the
         consumer's limit and report that once; False when no consume can fit it (ended with the error then).
@@ -501,6 +520,7 @@ class ContinuousPull(_PullEngine):
         self._report(exc)
         return True
 
+    @io_thread
     def _on_full(self, exc: errors.JetStreamError | None) -> None:
         """IO thread, 409 Exceeded MaxWaiting: the consumer holds ``max_waiting`` pulls already. Transient, so
         pull again with the no-progress back-off (``_pull_after_status``: 50 ms doubling to 5 s) and report it
@@ -519,6 +539,7 @@ class ContinuousPull(_PullEngine):
             if exc is not None:
                 self._report(exc)
 
+    @io_thread
     def _on_unpinned(self, exc: errors.JetStreamError | None) -> None:
         """IO thread, 423: the pin moved. Every outstanding pull carried the old id and is refused, so forget
         them and pull again without one. A 423 that arrives after that re-pull answers an older pull: its
@@ -533,11 +554,13 @@ class ContinuousPull(_PullEngine):
             self._report(exc)
         self._reset_pending()
 
+    @io_thread
     def _on_terminal(self, exc: errors.JetStreamError) -> None:
         """IO thread: a status that ends this consumer (deleted, bad request): report, end after the buffer."""
         self._report(exc)
         self._end(exc)
 
+    @io_thread
     def _retry_later(self, exc: BaseException | None) -> None:
         """503 on a pull: the consumer or JetStream is not there (yet, after a restart, or while a cluster elects
         the consumer's leader); try again, backing off. After a few in a row, ask whether the consumer still
@@ -555,6 +578,7 @@ class ContinuousPull(_PullEngine):
             self._retry_delay = min(self._retry_delay * 2, 5.0)
             self._retry_handle = self.runtime.call_later(delay, self._retry_now)
 
+    @io_thread
     async def _check_consumer(self) -> None:
         """IO thread: the consumer's info; its absence ends the consume, anything else lets it retry."""
         try:
@@ -568,14 +592,17 @@ class ContinuousPull(_PullEngine):
             log.debug("consume %s: the consumer is gone (%s)", self.label, gone)
             self._on_terminal(gone)
 
+    @io_thread
     def _retry_now(self) -> None:
         self._retry_handle = None
         self._pull()
 
     # -- connection events (IO thread) ------------------------------------------------------------------
+    @io_thread
     def on_disconnected(self) -> None:
         self.connected = False
 
+    @io_thread
     def on_reconnected(self) -> None:
         self.connected = True
         self.heartbeat.touch()
@@ -594,6 +621,7 @@ class ContinuousPull(_PullEngine):
         """Read by the heartbeat monitor on the watchdog and the IO thread: the server owes us messages now."""
         return not (self.stopped or self.draining) and self.connected and self.outstanding() > 0
 
+    @io_thread
     def _on_missed_heartbeat(self) -> None:
         """IO thread, confirmed by the monitor: report, forget the lost pulls and pull again, probing (see
         _on_full): a consumer holding ``max_waiting`` pulls drops one that asks for heartbeats in silence."""

@@ -24,7 +24,7 @@ import attrs
 
 from ... import errors
 from ..._protocol import ACK_PREFIX, ack_position, encode_pub
-from ..._runtime import BufferFinished, Handler, MessageBuffer, NatsSubscription, Runtime
+from ..._runtime import BufferFinished, Handler, MessageBuffer, NatsSubscription, Runtime, io_thread
 from ..._telemetry import note_heartbeat_missed
 from ...headers import parse_header_block
 from ...health import ConsumeFill
@@ -136,6 +136,7 @@ class PushEngine:
         self.runtime.call(self._start(), timeout, "subscribe")
         self.heartbeat.start()
 
+    @io_thread
     async def _start(self) -> None:
         self._nats_sub = await self.runtime.subscribe_async(self.deliver_subject, self._on_message, self.queue)
         self.runtime.add_listener(self)
@@ -165,6 +166,7 @@ class PushEngine:
         self.draining = True
         self.runtime.post_if_open(self._drain)
 
+    @io_thread
     def _quiet(self) -> NatsSubscription | None:
         """IO thread: no more deliveries, heartbeat checks or connection events; the subscription, taken."""
         self.stopped = True
@@ -173,6 +175,7 @@ class PushEngine:
         sub, self._nats_sub = self._nats_sub, None
         return sub
 
+    @io_thread
     def _shutdown(self) -> None:
         """IO thread: UNSUB; once the server confirmed it, what is held is given back and the client forgets us
         (until then closing the client gives it back: ``on_client_closed``)."""
@@ -182,12 +185,14 @@ class PushEngine:
         elif not self._retiring:
             self._released()
 
+    @io_thread
     def _retire(self, sub: NatsSubscription, late: Handler, *, then_finish: bool) -> None:
         """IO thread: what arrives for ``sub`` goes to ``late`` until the server has seen its UNSUB; then what
         was held is given back and, for a drain (``then_finish``), the reader ends after what was buffered."""
         self._retiring = True
         self.runtime.spawn(self._after_retired(self.runtime.retire(sub, late), then_finish))
 
+    @io_thread
     async def _after_retired(self, retired: Awaitable[None], then_finish: bool) -> None:
         try:
             await retired
@@ -197,15 +202,18 @@ class PushEngine:
             if then_finish:
                 self.buffer.finish()
 
+    @io_thread
     def _released(self) -> None:
         """IO thread: give back what was held; the client need no longer tell us it closes."""
         self._given_back.release()
         self.runtime.untrack(self)
 
+    @io_thread
     def _given_back_late(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
         """IO thread: what the server pushed before it saw the UNSUB, given back with the rest."""
         self._given_back.give_back_reply(reply)
 
+    @io_thread
     def _drain(self) -> None:
         """IO thread: as the pull engine's drain: what the server pushed before it saw the UNSUB is handed out
         too (a consumer that takes no acks ends at once: nothing of it waits for an ack wait)."""
@@ -219,6 +227,7 @@ class PushEngine:
             return
         self._retire(sub, self._on_draining, then_finish=True)
 
+    @io_thread
     def _on_draining(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
         """IO thread, while a drain waits for the UNSUB's confirmation: messages are handed out (given back once
         the reader stopped); statuses and flow control no longer matter."""
@@ -234,6 +243,7 @@ class PushEngine:
         if not self.buffer.put(msg):
             self._given_back.give_back_reply(reply)  # stopped meanwhile
 
+    @io_thread
     def _end(self, exc: BaseException) -> None:
         """IO thread: readers get the buffered messages, then ``exc``."""
         self._shutdown()
@@ -261,6 +271,7 @@ class PushEngine:
         self._given_back.give_back(msgs)
 
     # -- what arrives (IO thread) -----------------------------------------------------------------------
+    @io_thread
     def _on_message(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
         if self.stopped:
             self._given_back.give_back_reply(reply)  # stop() ran; the UNSUB follows
@@ -304,6 +315,7 @@ class PushEngine:
             return
         self._on_error_status(status, description)
 
+    @io_thread
     def _accept(self, reply: bytes) -> bool:
         """Gap detection on a message's consumer sequence (not for queue groups); always accepts."""
         if self.gap_detection:
@@ -315,16 +327,19 @@ class PushEngine:
                 self.consumer_seq = max(self.consumer_seq, position.consumer_seq)
         return True
 
+    @io_thread
     def _check_heartbeat_position(self, last_consumer: int) -> None:
         """A heartbeat says the server delivered up to ``last_consumer``: more than we saw means a gap."""
         if self.gap_detection and last_consumer > self.consumer_seq:
             self._on_gap(self.consumer_seq + 1, last_consumer + 1)
             self.consumer_seq = last_consumer
 
+    @io_thread
     def _on_gap(self, expected: int, received: int) -> None:
         self.gaps += 1
         self._report(errors.ConsumerSequenceGapError(self.label, expected, received))
 
+    @io_thread
     def _on_error_status(self, status: int, description: str) -> None:
         """ADR-15: 409, 503 and unknown statuses are errors, reported and never handed out; a deleted
         consumer ends the delivery after the buffered messages."""
@@ -335,6 +350,7 @@ class PushEngine:
             return
         self._report(errors.PushStatusError(status, description, self.label))
 
+    @io_thread
     def _drop(self, reply: bytes) -> None:
         """IO thread: the buffer is full; the message is dropped on purpose (not a gap)."""
         self.dropped += 1
@@ -352,6 +368,7 @@ class PushEngine:
             )
 
     # -- flow control -----------------------------------------------------------------------------------
+    @io_thread
     def _flow_control(self, subject: bytes) -> None:
         """IO thread: answer ``subject`` once every message received so far was handed out."""
         due = self.received
@@ -369,6 +386,7 @@ class PushEngine:
         for subject in ready:
             self._answer(subject)
 
+    @io_thread
     def _on_stalled(self, subject: bytes) -> None:
         """IO thread: a heartbeat says the server still waits for the answer to ``subject``. A request still
         queued is answered once its messages were handed out, as ever. Otherwise our answer was lost (or the
@@ -395,9 +413,11 @@ class PushEngine:
         self.runtime.send(encode_pub(subject, b"", None, b""))
 
     # -- connection events (IO thread) ------------------------------------------------------------------
+    @io_thread
     def on_disconnected(self) -> None:
         self.connected = False
 
+    @io_thread
     def on_reconnected(self) -> None:
         self.connected = True
         self.reconnects += 1
@@ -408,6 +428,7 @@ class PushEngine:
         """The server owes a heartbeat whenever we are connected and subscribed (paused while disconnected)."""
         return not (self.stopped or self.draining) and self.connected
 
+    @io_thread
     def _on_missed_heartbeat(self) -> None:
         self.heartbeats_missed += 1
         note_heartbeat_missed(self.label)
@@ -525,6 +546,7 @@ class OrderedPush(PushEngine):
         # user side only
         self.last_handed: Msg | None = None
 
+    @io_thread
     async def _start(self) -> None:
         await super()._start()
         try:
@@ -535,6 +557,7 @@ class OrderedPush(PushEngine):
             raise
         self._use(info)
 
+    @io_thread
     def start_over(self) -> None:
         """IO thread, in a reset: the stream was replaced; the next link reads the new one from its beginning."""
         self.stream_seq = 0
@@ -542,21 +565,25 @@ class OrderedPush(PushEngine):
     def _start_seq(self) -> int:
         return self.stream_seq + 1 if self.stream_seq else 0
 
+    @io_thread
     def _expect_link(self) -> None:
         """IO thread, just before a link is created: accept its messages (from consumer sequence 1) even if
         they arrive before the create call's reply."""
         self._consumer_b = self.chain.next_name().encode()
         self.consumer_seq = 0
 
+    @io_thread
     def _use(self, info: ConsumerInfo) -> None:
         if self.stream_seq == 0 and self.consumer_seq == 0:
             self.stream_seq = self.chain.start_floor(info)
         self.heartbeat.touch()
 
+    @io_thread
     def _shutdown(self) -> None:
         super()._shutdown()
         self.chain.delete_current_soon()
 
+    @io_thread
     def _accept(self, reply: bytes) -> bool:
         position = ack_position(reply)
         if position is None or position.consumer != self._consumer_b:
@@ -568,26 +595,31 @@ class OrderedPush(PushEngine):
         self.stream_seq = position.stream_seq
         return True
 
+    @io_thread
     def _drop(self, reply: bytes) -> None:
         # A dropped message would be a gap: start over after the last one kept instead.
         self.dropped += 1
         self._reset("the buffer was full", "slow consumer")
 
+    @io_thread
     def _check_heartbeat_position(self, last_consumer: int) -> None:
         if not self.resetting and last_consumer > self.consumer_seq:
             self._reset(f"a heartbeat reports consumer sequence {last_consumer}, we saw {self.consumer_seq}", "gap")
 
+    @io_thread
     def _on_error_status(self, status: int, description: str) -> None:
         if status == 409 and "consumer deleted" in description.lower():
             self._reset("the consumer was deleted", "consumer deleted")
         else:
             self._report(errors.PushStatusError(status, description, self.label))
 
+    @io_thread
     def _on_missed_heartbeat(self) -> None:
         self.heartbeats_missed += 1
         note_heartbeat_missed(self.label)
         self._reset(f"nothing from the server for {self.heartbeat.alarm_after:g}s", "missed heartbeat")
 
+    @io_thread
     def on_reconnected(self) -> None:
         super().on_reconnected()
         self._reset("reconnected", "reconnect")
@@ -595,6 +627,7 @@ class OrderedPush(PushEngine):
     def _owes_us(self) -> bool:
         return not self.resetting and super()._owes_us()
 
+    @io_thread
     def _reset(self, why: str, reason: str) -> None:
         if self.stopped or self.draining:
             return
@@ -614,20 +647,24 @@ class OrderedPush(PushEngine):
         self.chain.delete_current_soon()
         self.runtime.spawn(self._recreate())
 
+    @io_thread
     async def _recreate(self) -> None:
         await relink(self, self._attempt, self._undo_attempt)
 
+    @io_thread
     async def _attempt(self) -> ConsumerInfo:
         self.deliver_subject = self.runtime.new_inbox()
         self._nats_sub = await self.runtime.subscribe_async(self.deliver_subject, self._on_message)
         self._expect_link()
         return await self.chain.create_io(self._start_seq(), self.deliver_subject, self._hb)
 
+    @io_thread
     def _undo_attempt(self) -> None:
         sub, self._nats_sub = self._nats_sub, None
         if sub is not None:
             self.runtime.unsubscribe_soon(sub, self.deliver_subject)
 
+    @io_thread
     def _adopt_link(self, info: ConsumerInfo) -> None:
         if self.stopped:
             self.chain.delete_current_soon()

@@ -41,7 +41,7 @@ import time
 
 from ... import errors
 from ..._protocol import ACK_PREFIX, encode_pub, pull_request, status_of
-from ..._runtime import NatsSubscription, Runtime, warn_if_in_event_loop
+from ..._runtime import NatsSubscription, Runtime, io_thread, warn_if_in_event_loop
 from ...message import Msg
 from . import _giveback
 from ._acks import ConsumerAcks
@@ -209,6 +209,7 @@ class SinglePull:
             self._watching = True
             self.runtime.watch(self._check_idle)
 
+    @io_thread
     async def _subscribe_async(self, subject: str) -> NatsSubscription:
         sub = await self.runtime.subscribe_async(subject, self._on_message)
         self.runtime.add_listener(self)
@@ -227,10 +228,12 @@ class SinglePull:
                 self.busy.release()
 
     # -- the IO thread ----------------------------------------------------------------------------------
+    @io_thread
     def _drop(self, sub: NatsSubscription) -> None:
         self.runtime.remove_listener(self)
         self.runtime.unsubscribe_soon(sub, self.label, _giveback.late_giver(self.runtime, self.target.ack_none))
 
+    @io_thread
     def _on_message(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
         if reply.startswith(ACK_PREFIX):
             self._on_delivery(subject, reply, data, headers)
@@ -263,6 +266,7 @@ class SinglePull:
                 exc = None
             self._settle(call, None, exc)
 
+    @io_thread
     def _unanswered_again(self, call: _Call) -> bool:
         """IO thread, ``_handoff`` held, the call's pull met no responders: nobody serves the consumer's pull
         subject, as for a few seconds while a replicated consumer elects a leader. True when the pull is asked
@@ -292,6 +296,7 @@ class SinglePull:
             "electing the consumer's leader or restarting (retry), or is not enabled",
         )
 
+    @io_thread
     async def _end_if_gone(self, call: _Call) -> None:
         try:
             gone = await consumer_gone(self.runtime, self.target)
@@ -303,6 +308,7 @@ class SinglePull:
                 if not call.done:
                     self._settle(call, None, gone)
 
+    @io_thread
     def _pull_again(self, call: _Call, why: str) -> None:
         """IO thread: the call's pull once more, under a new token, for what is left of its time."""
         with self._handoff:
@@ -319,6 +325,7 @@ class SinglePull:
         log.debug("next %s: %s, pulling again for the %.2fs left", self.label, why, left)
         self.runtime.send_now(encode_pub(self.target.next_subject, self._prefix + call.token, None, body))
 
+    @io_thread
     def _on_delivery(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
         msg = pulled_message(self.acks, self.target, subject, reply, data, headers)
         with self._handoff:
@@ -337,6 +344,7 @@ class SinglePull:
         call.lock.release()
 
     # -- connection events (IO thread) ----------------------------------------------------------------------
+    @io_thread
     def on_disconnected(self) -> None:
         """The pull request is most likely gone with the connection: the call waits on (its heartbeat clock
         paused) and the pull is asked again once reconnected."""
@@ -345,6 +353,7 @@ class SinglePull:
             if call is not None and not call.done:
                 call.lost = call.interrupted = True
 
+    @io_thread
     def on_reconnected(self) -> None:
         """Ask again for the call that lost its pull, under a new token (a late status of the old pull is then
         ignored), expiring when the call's own pull would have. A call that started while disconnected is not

@@ -10,7 +10,7 @@ import attrs
 
 from ... import errors
 from ..._protocol import api_response, encode_pub
-from ..._runtime import Runtime
+from ..._runtime import Runtime, io_thread
 from ...message import AckSender, Msg
 
 __all__ = [
@@ -36,6 +36,7 @@ class PinTracker:
     def __init__(self) -> None:
         self.id = ""
 
+    @io_thread
     def note(self, headers: bytes) -> bool:
         """IO thread: take the ``Nats-Pin-Id`` of a delivered message; True when it is a new pin."""
         at = headers.find(_PIN_HEADER)
