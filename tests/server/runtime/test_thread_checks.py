@@ -3,15 +3,18 @@ operation called on the test's thread raises (docs/ARCHITECTURE.md, "Checked at 
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 import jetstream_sync
 from jetstream_sync import errors
-from jetstream_sync._runtime import io_thread_checks
+from jetstream_sync._runtime import CHECK_THREADS_ENV, io_thread_checks
 from jetstream_sync.jetstream.consumers._pull import ContinuousPull
 from jetstream_sync.subscription import Subscription
 
 
+@pytest.mark.skipif(os.environ.get(CHECK_THREADS_ENV) == "0", reason=f"{CHECK_THREADS_ENV}=0 turned the check off")
 def test_the_suite_runs_with_the_io_thread_check_on(nats_url: str) -> None:
     checks = io_thread_checks()
     before = checks.violations

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import os
 import textwrap
 import threading
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 
 from jetstream_sync import errors
-from jetstream_sync._runtime import IOThreadChecks, io_thread_checks
+from jetstream_sync._runtime import CHECK_THREADS_ENV, IOThreadChecks, io_thread_checks
 from jetstream_sync._runtime._io import IOLoop
 from jetstream_sync._runtime._port import Runtime
 from jetstream_sync.jetstream.consumers._pull import ContinuousPull
@@ -155,6 +156,7 @@ def test_the_error_pickles() -> None:
     assert (type(again), again.method, again.thread, str(again)) == (type(exc), exc.method, exc.thread, str(exc))
 
 
+@pytest.mark.skipif(os.environ.get(CHECK_THREADS_ENV) == "0", reason=f"{CHECK_THREADS_ENV}=0 turned the check off")
 def test_this_session_runs_with_the_check_on() -> None:
     """The plugin turned the package's check on: the IO-thread methods are wrapped (the hot handlers too)."""
     checks = io_thread_checks()
