@@ -1,6 +1,6 @@
 """The one-off pull engines: `FetchPull` (``fetch``, and ``next`` when it cannot use ``_single.py``) and
 `AckNextPull` (``msg.ack_next``). One pull request, a [`BatchSource`][jetstream_sync.BatchSource]; built on the common
-`_PullEngine` (its own inbox subscription, messages built on the IO thread). IO-thread state is
+`PullEngine` (``_pullbase.py``: its own inbox subscription, messages built on the IO thread). IO-thread state is
 written only there (docs/ARCHITECTURE.md, "Rules: one writer per piece of state").
 """
 
@@ -17,7 +17,7 @@ from ...message import Msg
 from . import _giveback
 from ._heartbeat import HeartbeatMonitor
 from ._limits import read_limit_error, request_limit
-from ._pull import _PullEngine
+from ._pullbase import PullEngine
 from ._status import StatusKind, classify, oversized
 from ._target import PullTarget, consumer_gone, pull_unanswered
 from .options import FetchOptions
@@ -34,7 +34,7 @@ UNANSWERED_RETRY_FIRST = 0.1
 UNANSWERED_RETRY_MAX = 1.0
 
 
-class FetchPull(_PullEngine):
+class FetchPull(PullEngine):
     """One pull request: ends when the batch or byte limit is met, a status ends it, or the server goes quiet.
 
     A disconnect does not end it: the pull is asked again once reconnected, for what is left (on_reconnected).

@@ -1,0 +1,107 @@
+"""The pull engines' common part: one inbox subscription per read, its pull requests, and the messages it builds
+on the IO thread. `ContinuousPull` (``_pull.py``) and `FetchPull` / `AckNextPull` (``_fetch.py``) are built on it.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+from collections import Counter
+
+from ... import errors
+from ..._protocol import encode_pub
+from ..._runtime import Handler, MessageBuffer, NatsSubscription, Runtime, io_thread
+from ...message import Msg
+from . import _giveback
+from ._acks import ConsumerAcks
+from ._target import PullTarget, pulled_message
+from .options import PullPriority
+
+__all__ = ["PullEngine"]
+
+
+class PullEngine(abc.ABC):
+    """One inbox subscription for one delivery's pulls; builds messages on the IO thread."""
+
+    def __init__(self, runtime: Runtime, target: PullTarget) -> None:
+        self.runtime = runtime
+        self.acks = ConsumerAcks(runtime)  # what the messages ack through (and ack_next pulls with)
+        self.target = target
+        self.inbox = runtime.new_inbox()
+        self._inbox_b = self.inbox.encode()
+        self.buffer: MessageBuffer[Msg] = runtime.new_buffer()
+        self._nats_sub: NatsSubscription | None = None
+        self.statuses: Counter[int] = Counter()
+
+    @property
+    def label(self) -> str:
+        return self.target.label
+
+    @io_thread
+    def _make_msg(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> Msg:
+        return pulled_message(self.acks, self.target, subject, reply, data, headers)
+
+    @io_thread
+    def _priority_fields(self, priority: PullPriority | None) -> dict[str, object] | None:
+        """IO thread: a pull's priority group members, with the pin id when this handle holds one."""
+        if priority is None:
+            return None
+        fields = priority.fields()
+        pin = self.target.pin
+        if pin is not None and pin.id:
+            fields["id"] = pin.id
+        return fields
+
+    @io_thread
+    def _send_pull(self, body: bytes, reply: bytes | None = None) -> None:
+        """IO thread: publish a pull request with our inbox (or ``reply``, a subject below it) as the reply."""
+        self.runtime.send_now(encode_pub(self.target.next_subject, reply or self._inbox_b, None, body))
+
+    def _listen_on(self) -> str:
+        """The subject the engine subscribes to: its inbox (ContinuousPull: one subject per pull below it)."""
+        return self.inbox
+
+    @io_thread
+    async def _subscribe(self) -> None:
+        self._nats_sub = await self.runtime.subscribe_async(self._listen_on(), self._on_message)
+
+    @io_thread
+    async def _resubscribe(self) -> None:
+        """IO thread: drop the inbox and listen on a fresh one, so nothing sent to the old one (late messages
+        and statuses of a replaced consumer) can reach this engine again."""
+        self._unsubscribe()
+        self.inbox = self.runtime.new_inbox()
+        self._inbox_b = self.inbox.encode()
+        await self._subscribe()
+
+    @io_thread
+    def _unsubscribe(self, late: Handler | None = None) -> None:
+        """IO thread: drop the subscription (fire and forget). With ``late``, what the server sent before it saw
+        the UNSUB goes there (by default nowhere: an ordered link's late messages are of a replaced consumer)."""
+        sub, self._nats_sub = self._nats_sub, None
+        if sub is not None:
+            self.runtime.unsubscribe_soon(sub, self.inbox, late)
+
+    @io_thread
+    def _retire(self) -> None:
+        """IO thread: the read is over: drop the subscription, and give back what still arrives for it
+        (``_giveback.py``). The server forgets a waiting pull once its reply subject has no interest, so no
+        message of this consumer goes to a pull nobody reads any more."""
+        self._unsubscribe(self._give_back_late)
+
+    def _unsubscribe_before_giving_back(self) -> None:
+        """Any thread: queue the UNSUB now, ahead of the naks of what this read gives back, so the server drops
+        its waiting pulls first and none of them takes a redelivery (the IO thread's own UNSUB follows)."""
+        sub = self._nats_sub
+        if sub is not None:
+            with contextlib.suppress(errors.JetStreamError):  # closed or cut off: the naks cannot go out either
+                self.runtime.send_unsub(sub)
+
+    @io_thread
+    def _give_back_late(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
+        """IO thread: a delivery for this ended read (the retired subscription's handler)."""
+        _giveback.give_back_now(self.runtime, reply, self.target.ack_none)
+
+    @abc.abstractmethod
+    def _on_message(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
+        """IO thread: one message, status or heartbeat on the inbox."""
