@@ -16,11 +16,12 @@ whose cause the server only logs) gets a report section "nats-server log" for ea
 logged something since the test began
 ([`pytest_runtest_makereport`][jetstream_sync.testing.plugin.pytest_runtest_makereport]).
 
-The IO-thread check is on for the whole session ([`pytest_configure`][jetstream_sync.testing.plugin.pytest_configure]):
-every library method marked as running on the IO thread only raises `WrongThreadError` when called on another
-thread, and a test during which that happened fails, even when the error went to a callback nobody saw
-(docs/ARCHITECTURE.md, "Checked at run time"). ``jetstream_sync_check_threads = false`` in the ini file, or
-``JETSTREAM_SYNC_CHECK_THREADS=0`` in the environment, turns it off.
+The IO-thread check can be on for the whole session
+([`pytest_configure`][jetstream_sync.testing.plugin.pytest_configure]): every library method marked as running on
+the IO thread only then raises `WrongThreadError` when called on another thread, and a test during which that happened fails, even when the error went to a callback nobody saw
+(docs/ARCHITECTURE.md, "Checked at run time"). ``jetstream_sync_check_threads = true`` in the ini file (this
+project's own suite sets it), or ``JETSTREAM_SYNC_CHECK_THREADS=1`` in the environment, turns it on; off by default,
+since every checked call costs about half a microsecond and a user's suite is testing the user's code.
 
 A module of its own so that only a test run imports pytest (code that just starts an EmbeddedServer does not), and
 so that the proxy module is imported only when a test asks for ``fault_proxy``.
@@ -82,18 +83,19 @@ _CHECK_THREADS_INI = "jetstream_sync_check_threads"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """The ini setting ``jetstream_sync_check_threads`` (default true): the IO-thread check in this session."""
+    """The ini setting ``jetstream_sync_check_threads`` (default false): the IO-thread check in this session."""
     parser.addini(
         _CHECK_THREADS_INI,
         "check that jetstream_sync's IO-thread methods run on the IO thread only (WrongThreadError otherwise)",
         type="bool",
-        default=True,
+        default=False,
     )
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Turn the IO-thread check on for the session, unless ``JETSTREAM_SYNC_CHECK_THREADS=0`` or the ini setting
-    ``jetstream_sync_check_threads = false`` says not to (the variable, when set, wins). Runs on pytest's thread."""
+    """Turn the IO-thread check on for the session when the ini setting ``jetstream_sync_check_threads = true`` or
+    ``JETSTREAM_SYNC_CHECK_THREADS=1`` asks for it (the variable, when set, wins: ``0`` turns it off). Runs on
+    pytest's thread."""
     setting = os.environ.get(CHECK_THREADS_ENV, "")
     enabled = setting != "0" if setting else bool(config.getini(_CHECK_THREADS_INI))
     check_io_threads(enabled)

@@ -202,9 +202,11 @@ PLUGIN_TEST = """
 """
 
 
-def write_plugin_test(tmp_path: Path) -> Path:
+def write_plugin_test(tmp_path: Path, *, check_threads: bool = True) -> Path:
     (tmp_path / "conftest.py").write_text('pytest_plugins = ["jetstream_sync.testing"]\n')
     (tmp_path / "test_it.py").write_text(textwrap.dedent(PLUGIN_TEST))
+    if check_threads:
+        (tmp_path / "pytest.ini").write_text("[pytest]\njetstream_sync_check_threads = true\n")
     return tmp_path
 
 
@@ -222,3 +224,13 @@ def test_the_plugin_leaves_it_off_when_told(tmp_path: Path) -> None:
     done = run_pytest(write_plugin_test(tmp_path), env={"JETSTREAM_SYNC_CHECK_THREADS": "0"})
     assert done.returncode == 0, done.stdout + done.stderr
     assert "2 passed" in done.stdout
+
+
+def test_the_plugin_leaves_it_off_unless_the_suite_asks(tmp_path: Path) -> None:
+    """Off by default in a user's suite (each checked call costs about half a microsecond); the ini setting or
+    the variable turns it on."""
+    done = run_pytest(write_plugin_test(tmp_path, check_threads=False))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 passed" in done.stdout
+    done = run_pytest(tmp_path, env={"JETSTREAM_SYNC_CHECK_THREADS": "1"})
+    assert done.returncode == 1 and "1 call(s) of an IO-thread method" in done.stdout, done.stdout
