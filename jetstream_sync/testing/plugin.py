@@ -18,10 +18,11 @@ logged something since the test began
 
 The IO-thread check can be on for the whole session
 ([`pytest_configure`][jetstream_sync.testing.plugin.pytest_configure]): every library method marked as running on
-the IO thread only then raises `WrongThreadError` when called on another thread, and a test during which that happened fails, even when the error went to a callback nobody saw
-(docs/ARCHITECTURE.md, "Checked at run time"). ``jetstream_sync_check_threads = true`` in the ini file (this
-project's own suite sets it), or ``JETSTREAM_SYNC_CHECK_THREADS=1`` in the environment, turns it on; off by default,
-since every checked call costs about half a microsecond and a user's suite is testing the user's code.
+the IO thread only then raises `WrongThreadError` when called on another thread, and a test during which that
+happened fails, even when the error went to a callback nobody saw (docs/ARCHITECTURE.md, "Checked at run time").
+``jetstream_sync_check_threads = true`` in the ini file (this project's own suite sets it), or
+``JETSTREAM_SYNC_CHECK_THREADS=1`` in the environment, turns it on; off by default, since every checked call
+costs about half a microsecond and a user's suite is testing the user's code.
 
 A module of its own so that only a test run imports pytest (code that just starts an EmbeddedServer does not), and
 so that the proxy module is imported only when a test asks for ``fault_proxy``.
