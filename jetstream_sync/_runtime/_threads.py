@@ -11,10 +11,11 @@ time per method (an asyncio callback or a fast handler could swallow the excepti
 (`IOThreadChecks.violations`), so the test suite's plugin can fail a test that met one even when nothing raised
 to it.
 
-The pytest plugin of ``jetstream_sync.testing`` turns the check on for the whole session;
-``JETSTREAM_SYNC_CHECK_THREADS=1`` turns it on when ``jetstream_sync`` is imported, for code that extends the client
-(``jetstream_sync.plumbing``). The mark works on methods of ordinary classes only (a class re-created after its
-body ran, as attrs makes slotted classes, would keep the unchecked copy).
+The pytest plugin of ``jetstream_sync.testing`` turns the check on for the whole session when the ini setting
+``jetstream_sync_check_threads = true`` asks (this project's suite sets it); ``JETSTREAM_SYNC_CHECK_THREADS=1``
+turns it on when ``jetstream_sync`` is imported, for code that extends the client (``jetstream_sync.plumbing``).
+The mark works on methods of ordinary classes only (a class re-created after its body ran, as attrs makes slotted
+classes, would keep the unchecked copy).
 """
 
 from __future__ import annotations
