@@ -66,6 +66,10 @@ def run_block(path: Path, js: jetstream_sync.JetStream, url: str) -> None:
     for n in range(10):
         js.publish("orders.new", b"%d" % n)
     asyncio.run(nats_py_half(path, theirs, url, js, acked + 10))
+    # The nats-py half's last fetch (100 messages, 5 s) still waits at the server until the server has handled its
+    # closed connection; under load that can come after the next publishes, which it would then take for nobody
+    # (they wait for the ack wait, 30 s). Its pull is gone once the consumer shows no waiting request.
+    wait_until(lambda: js.consumer_info("ORDERS", "dispatch").num_waiting == 0, timeout=15)
     for n in range(10, 20):
         js.publish("orders.new", b"%d" % n)
     names: dict[str, Any] = {"js": js}

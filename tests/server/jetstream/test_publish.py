@@ -11,6 +11,7 @@ import tenacity
 
 import jetstream_sync
 from jetstream_sync import PubAck, StorageType, StreamConfig, errors
+from tests.helpers import wait_until
 
 
 def test_publish_returns_pub_ack_and_detects_duplicates(js, stream):
@@ -176,6 +177,9 @@ def test_publish_while_server_down_ends_with_clear_errors(nats_server_function):
         server.stop()
         outcomes = concurrent.futures.wait(in_flight, timeout=10)
         assert not outcomes.not_done  # every future resolved, with an ack or an error
+        # the client has seen the server go (else the publish below goes out and is cut off: NotConnectedError,
+        # "lost before the reply came", which CI met under load when all 200 were acked before the stop)
+        wait_until(lambda: not nc.is_connected, timeout=10)
         with pytest.raises(errors.TimeoutError, match="connection is down"):
             js.publish("down.a", b"x")
         with pytest.raises(errors.NotConnectedError, match="reconnect buffer"):
