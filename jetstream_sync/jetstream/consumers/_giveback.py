@@ -120,7 +120,7 @@ class HeldGiveBack:
             if self._held is not None:
                 self._held.append(reply)
                 return
-        self._runtime.send_now(encode_pub(reply, b"", None, NAK))
+        give_back_now(self._runtime, reply, self._ack_none)
 
     def release(self) -> int:
         """Send what is held and stop holding; returns how many were given back."""
