@@ -22,9 +22,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from jetstream_sync._delivery._target import PullTarget, pulled_message
 from jetstream_sync._runtime import _scan
 from jetstream_sync._runtime._parser import ProtocolParser
-from jetstream_sync.jetstream.consumers._target import PullTarget, pulled_message
 
 READ = 64 * 1024
 SID = 7

@@ -25,8 +25,8 @@ from __future__ import annotations
 from ._runtime import RawReply, Runtime
 from .jetstream.api import JetStreamAPI
 from .jetstream.consumers.delivery import BatchSource, DeliverySource
-from .jetstream.consumers.options import PullPlan
 from .message import AckNextSender, AckSender
+from .models.reads import PullPlan
 
 __all__ = [
     "AckNextSender",

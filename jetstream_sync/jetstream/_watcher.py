@@ -20,12 +20,12 @@ from types import TracebackType
 from typing import Any, Generic, TypeVar
 
 from .. import errors
+from .._delivery import CATCH_UP_CHECK
 from .._runtime import ForkGuard, ProcessLocal
 from .._validate import check_timeout
 from ..message import Msg
 from ._bucket import WATCH_EXPIRES, raise_for_bucket
 from .consumers import MessagesIterator, OrderedConsumer
-from .consumers._ordered import CATCH_UP_CHECK
 
 __all__ = ["BucketWatcher"]
 

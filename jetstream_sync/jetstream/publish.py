@@ -13,11 +13,11 @@ from typing import Any
 import attrs
 
 from .. import errors
+from .._durations import message_ttl, ttl_header
 from .._protocol import Command, api_response, encode_pub_parts
 from .._runtime import LightFuture, Runtime, io_thread, wait_while
 from .._validate import PreparedMessage, check_int, check_str_or_none, check_subject, check_timeout
 from ..models import PubAck
-from ._durations import message_ttl, ttl_header
 from .schedule import Schedule
 
 __all__ = [

@@ -29,8 +29,8 @@ from typing import Any
 import attrs
 
 from .. import errors
+from .._durations import go_duration, message_ttl, parse_go_duration, ttl_header
 from .._validate import check_subject, to_seconds
-from ._durations import go_duration, message_ttl, parse_go_duration, ttl_header
 
 __all__ = ["PREDEFINED", "Schedule"]
 

@@ -26,12 +26,14 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .. import errors
+from .._delivery import FetchPull, OrderedPush, PullTarget, PushEngine, PushLimits
 from .._protocol import status_of
 from .._runtime import BufferFinished, ProcessLocal
 from .._validate import check_callable, check_int, check_name, check_queue, check_subject, check_timeout, to_seconds
 from ..codecs._payload import check_codec
 from ..message import Msg
 from ..models import AckPolicy, ConsumerConfig, ConsumerInfo, ConsumerLag, DeliverPolicy
+from ..models.reads import FetchOptions
 from ..subscription import Subscription
 from ._binding import (
     check_drift,
@@ -45,12 +47,8 @@ from ._binding import (
 from ._bucket import as_jetstream
 from .consumers import OrderedConsumerConfig
 from .consumers._chain import ConsumerChain
-from .consumers._fetch import FetchPull
-from .consumers._push import OrderedPush, PushEngine, PushLimits
 from .consumers._reads import reporter, with_decoding
-from .consumers._target import PullTarget
 from .consumers.delivery import ConsumeContext, MessagesIterator, decoded_with
-from .consumers.options import FetchOptions
 from .consumers.push import DEFAULT_PENDING_BYTES, DEFAULT_PENDING_MSGS
 
 if TYPE_CHECKING:

@@ -32,6 +32,8 @@ RUNTIME_FOUNDATION = frozenset(
 #: the modules below the JetStream layer, which must not need it to run (a prefix names a package)
 BELOW_JETSTREAM = (
     "jetstream_sync._runtime",
+    "jetstream_sync._delivery",
+    "jetstream_sync._durations",
     "jetstream_sync._dispatch",
     "jetstream_sync.models",
     "jetstream_sync.services",
@@ -55,6 +57,10 @@ ALLOWED: dict[tuple[str, str, Kind], str] = {
     ),
     ("jetstream_sync.client", "jetstream_sync.jetstream", "deferred"): (
         "Client.jetstream() hands out the JetStream context: the facade sits above the layer it offers"
+    ),
+    ("jetstream_sync._delivery._acks", "jetstream_sync.jetstream.consumers.delivery", "deferred"): (
+        "Msg.ack_next promises a MessageBatch (AckNextSender's public signature): the one handle the delivery "
+        "layer builds itself, imported when an ack_next is sent, never when the layer is"
     ),
     ("jetstream_sync.jetstream.groups._cli", "jetstream_sync.client", "typing"): (
         "the entry of `python -m jetstream_sync group`: __main__ connects and hands it the Client, typed only"
@@ -213,6 +219,15 @@ def below_importing_jetstream(imports: tuple[Import, ...]) -> list[Import]:
     ]
 
 
+def delivery_internals_reached(imports: tuple[Import, ...]) -> list[Import]:
+    """Imports of a module inside ``_delivery/`` from outside it: the layer is used through its package."""
+    return [
+        i
+        for i in imports
+        if i.target.startswith("jetstream_sync._delivery.") and not _under(i.module, "jetstream_sync._delivery")
+    ]
+
+
 def private_reaches(imports: tuple[Import, ...], known: dict[str, Path]) -> list[Import]:
     """Imports of a private name (``_x``, not a module) from a module of another package."""
     found = []
@@ -304,6 +319,10 @@ def test_nothing_below_the_jetstream_layer_needs_it_to_run() -> None:
     assert _check(below_importing_jetstream(all_imports())) == []
 
 
+def test_the_delivery_layer_is_used_through_its_package() -> None:
+    assert [_where(i) for i in delivery_internals_reached(all_imports())] == []
+
+
 def test_no_private_name_is_imported_across_packages() -> None:
     found = private_reaches(all_imports(), package_modules())
     assert [_where(i) for i in found if (i.module, f"{i.target}.{i.name}") not in ALLOWED_PRIVATE_REACHES] == []
@@ -333,6 +352,15 @@ def test_every_allowance_is_still_needed() -> None:
     reaches = {(i.module, f"{i.target}.{i.name}") for i in private_reaches(imports, known)}
     assert [key for key in ALLOWED_PRIVATE_REACHES if key not in reaches] == []
     assert [name for name in ALLOWED_FACADE_READS if not facade_reads(known[name].read_text())] == []
+
+
+def test_the_architecture_documents_snippets_run() -> None:
+    """docs/ARCHITECTURE.md shows the delivery layer's class order in a snippet: it must hold."""
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    blocks = [block.split("```", 1)[0] for block in text.split("```python\n")[1:]]
+    assert blocks, "docs/ARCHITECTURE.md has no python snippet any more"
+    for block in blocks:
+        exec(compile(block, "docs/ARCHITECTURE.md", "exec"), {})
 
 
 # -- the checks can fail ------------------------------------------------------------------------------------------
@@ -365,6 +393,9 @@ def test_the_checks_find_what_they_look_for() -> None:
             "jetstream_sync.message": "def f():\n    from .jetstream.a import x\n",
             "jetstream_sync.client": "",
             "jetstream_sync.jetstream.kv.d": "from ..b import _helper\n",
+            "jetstream_sync._delivery._e": "from ..jetstream.consumers import delivery\n",
+            "jetstream_sync._delivery": "from ._e import Engine\n",
+            "jetstream_sync.jetstream.f": "from .._delivery._e import Engine\nfrom .._delivery import Engine\n",
         }
     )
     assert [(i.module, i.line) for i in nats_py_outside_the_adapter(imports)] == [("jetstream_sync.jetstream.a", 3)]
@@ -372,7 +403,11 @@ def test_the_checks_find_what_they_look_for() -> None:
     assert [(i.module, i.target) for i in runtime_importing_above_it(imports)] == [
         ("jetstream_sync._runtime.c", "jetstream_sync.message")
     ]
-    assert [(i.module, i.kind) for i in below_importing_jetstream(imports)] == [("jetstream_sync.message", "deferred")]
+    assert [(i.module, i.kind) for i in below_importing_jetstream(imports)] == [
+        ("jetstream_sync.message", "deferred"),
+        ("jetstream_sync._delivery._e", "module"),
+    ]
+    assert [(i.module, i.line) for i in delivery_internals_reached(imports)] == [("jetstream_sync.jetstream.f", 1)]
     assert [(i.module, i.name) for i in private_reaches(imports, known)] == [
         ("jetstream_sync.jetstream.kv.d", "_helper")
     ]

@@ -1,13 +1,15 @@
-"""Consumers: the handle, its options, the pull engines and what they hand to the user.
+"""Consumers: the handles, user-thread code over the delivery layer (``_delivery/``).
 
-Layout: ``consumer.py`` (the handle), ``options.py`` (FetchOptions, ConsumeOptions), ``delivery.py`` (the
-DeliverySource / BatchSource protocols and the user handles over them), ``_pull.py`` (the pull engines),
-``_status.py`` (ADR-37's status table), ``_heartbeat.py`` (one heartbeat monitor for every delivery),
-``ordered.py`` (OrderedConsumer) over ``_ordered.py`` (the consumer chain and the order-checking engines).
+Layout: ``consumer.py`` (the pull consumer's handle), ``delivery.py`` (the user handles over the
+DeliverySource / BatchSource contract), ``_reads.py`` (what the handles share), ``ordered.py`` (OrderedConsumer,
+with ``_ordered_fetch.py``, an ordered fetch's order check, and ``_chain.py``, the chain of server-side consumers),
+``push.py`` (push consumers), ``_progress.py`` (auto_in_progress). The engines that run on the IO thread are in
+``_delivery/``; the options of reads in ``models/reads.py``.
 """
 
 from __future__ import annotations
 
+from ...models.reads import ConsumeOptions, FetchOptions, OrderedConsumerConfig, PullPlan
 from .consumer import Consumer
 from .delivery import (
     BatchSource,
@@ -18,7 +20,6 @@ from .delivery import (
     MessageBatch,
     MessagesIterator,
 )
-from .options import ConsumeOptions, FetchOptions, OrderedConsumerConfig, PullPlan
 from .ordered import OrderedConsumer
 from .push import OrderedPushConsumer, PushConsumer, PushOptions, check_push_config
 

@@ -3,47 +3,32 @@
 `ConsumerChain` names and creates the links (``<prefix>_<n>``, never reused) and knows which stream they
 read: a reset first asks whether the stream is still the one read so far (`ConsumerChain.replaced_io`), so
 that a stream deleted and created anew under its name is never read from the old cursor (issue 26).
-`relink` is the reset loop the ordered pull and push engines share. See docs/ARCHITECTURE.md, "Ordered
-consumers".
+The ordered engines (``_delivery/_ordered.py``) know it as an `OrderedLink` and run the reset loop themselves
+(``_delivery/_ordering.py``). See docs/ARCHITECTURE.md, "Ordered consumers".
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from ... import errors
-from ..._runtime import Runtime, io_thread
+from ..._delivery import PullTarget
+from ..._runtime import io_thread
 from ...models import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy, StreamInfo
+from ...models.reads import OrderedConsumerConfig
 from ..retry import API_ATTEMPTS
-from ._pull import PullTarget
-from .options import OrderedConsumerConfig
 
 if TYPE_CHECKING:
     from ..api import JetStreamAPI
 
-__all__ = [
-    "RESET_BACKOFF_FIRST",
-    "RESET_BACKOFF_MAX",
-    "ConsumerChain",
-    "Relinking",
-    "next_backoff",
-    "relink",
-]
+__all__ = ["ConsumerChain"]
 
 log = logging.getLogger("jetstream_sync")
 
-RESET_BACKOFF_FIRST = 0.25
-RESET_BACKOFF_MAX = 2.0  # short: after a restart JetStream answers again within seconds
 #: the longest one request of a reset waits for its answer, whatever the context's timeout (see attempt_timeout)
 RESET_ATTEMPT_MAX = 5.0
-
-
-def next_backoff(delay: float) -> float:
-    return min(delay * 2, RESET_BACKOFF_MAX)
 
 
 class ConsumerChain:
@@ -240,85 +225,3 @@ class ConsumerChain:
             next_subject=self.api.subject(f"CONSUMER.MSG.NEXT.{self.stream}.{info.name}").encode(),
             ack_none=True,
         )
-
-
-class Relinking(Protocol):
-    """What `relink` needs of an ordered engine (pull or push); IO thread."""
-
-    stopped: bool
-    resetting: bool
-    reset_failures: int
-    runtime: Runtime
-    chain: ConsumerChain
-    stream_seq: int
-
-    def start_over(self) -> None: ...
-
-    @property
-    def label(self) -> str: ...
-
-    def report(self, exc: BaseException) -> None: ...
-
-    def _end(self, exc: BaseException) -> None: ...
-
-    def _adopt_link(self, info: ConsumerInfo) -> None: ...
-
-
-async def relink(
-    engine: Relinking, attempt: Callable[[], Awaitable[ConsumerInfo]], undo: Callable[[], None] | None
-) -> None:
-    """IO thread: create the engine's next link, retrying with back-off (0.25 s doubling to 2 s).
-
-    Each failure is reported; after ``max_reset_attempts`` failures in a row the engine ends with
-    OrderedConsumerResetError (its cause the last failure). A deleted stream ends it so at once, whatever
-    ``max_reset_attempts``: no link can be made on it again, and a stream made anew under the same name is
-    another stream, whose sequences continue nothing. ``undo`` cleans up after a failed attempt.
-    """
-    delay = RESET_BACKOFF_FIRST
-    attempts = 0
-    while not engine.stopped:
-        try:
-            why = await engine.chain.replaced_io(engine.stream_seq)
-            if why is not None:
-                _stream_replaced(engine, why)
-            info = await attempt()
-        except errors.JetStreamError as exc:
-            if engine.stopped or engine.runtime.is_closed:
-                return
-            if undo is not None:
-                undo()
-            attempts += 1
-            engine.reset_failures += 1
-            limit = engine.chain.max_attempts
-            failure: errors.OrderedConsumerResetError | None
-            if isinstance(exc, errors.StreamReplacedError):
-                failure = errors.StreamReplacedError(str(exc))  # its own error, caused by the finding
-            elif isinstance(exc, errors.StreamNotFoundError):
-                failure = errors.OrderedConsumerResetError(f"{engine.label}: the stream was deleted ({exc})")
-            elif limit is not None and attempts >= limit:
-                failure = errors.OrderedConsumerResetError(
-                    f"{engine.label}: could not recreate its consumer in {attempts} attempt(s) "
-                    f"(max_reset_attempts={limit}); last error: {exc}"
-                )
-            else:
-                failure = None
-            if failure is not None:
-                failure.__cause__ = exc
-                engine.resetting = False
-                engine.report(failure)
-                engine._end(failure)
-                return
-            log.debug("%s: reset attempt %d failed: %s", engine.label, attempts, exc)
-            engine.report(exc)
-            await asyncio.sleep(delay)
-            delay = next_backoff(delay)
-        else:
-            engine._adopt_link(info)
-            return
-
-
-def _stream_replaced(engine: Relinking, why: str) -> None:
-    """IO thread: the stream was replaced under the engine (see `ConsumerChain.replacement`); on "restart"
-    the event goes to the engine's error handler and the next link reads the new stream from its beginning."""
-    engine.report(engine.chain.replacement(engine.label, why, engine.stream_seq))
-    engine.start_over()

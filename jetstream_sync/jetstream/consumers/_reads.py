@@ -27,9 +27,9 @@ from ...errors import PayloadDecodeError
 from ...message import Msg
 from ...models import ConsumerConfig, ConsumerInfo, ConsumerLag, ConsumerPauseState
 from ...models.cluster import clustered_leader
+from ...models.reads import FetchOptions
 from ._progress import ProgressKeeper, acks_checked, progress_keeper
 from .delivery import ConsumeContext, DeliverySource, ErrorHandler, MessageBatch, MessagesIterator, decoded_with
-from .options import FetchOptions
 
 if TYPE_CHECKING:
     from ...codecs import Codec

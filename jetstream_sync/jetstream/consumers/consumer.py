@@ -15,18 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from ..._delivery import ContinuousPull, FetchPull, PinTracker, PullTarget, SinglePull, read_timed_out
 from ..._validate import check_callable, options_from, to_seconds
 from ...codecs._payload import check_codec
 from ...message import Msg
 from ...models import AckPolicy, ConsumerInfo, PriorityPolicy
-from ._fetch import FetchPull
-from ._progress import acks_checked, progress_keeper
-from ._pull import ContinuousPull
-from ._reads import FetchCalls, ServerConsumerHandle, reporter, start_consume
-from ._single import SinglePull
-from ._target import PinTracker, PullTarget, read_timed_out
-from .delivery import ConsumeContext, ErrorHandler, MessageBatch, MessagesIterator, decoded_with
-from .options import (
+from ...models.reads import (
     DEFAULT_EXPIRES,
     MIN_EXPIRES,
     MIN_HEARTBEAT,
@@ -35,6 +29,9 @@ from .options import (
     PullPlan,
     check_priority,
 )
+from ._progress import acks_checked, progress_keeper
+from ._reads import FetchCalls, ServerConsumerHandle, reporter, start_consume
+from .delivery import ConsumeContext, ErrorHandler, MessageBatch, MessagesIterator, decoded_with
 
 if TYPE_CHECKING:
     from ...codecs import Codec

@@ -1,11 +1,10 @@
-"""What fetch(), messages() and consume() hand to the user, and the two protocols they read from.
+"""What fetch(), messages() and consume() hand to the user: user-thread code over the delivery layer.
 
 The handles ([`MessageBatch`][jetstream_sync.MessageBatch], [`MessagesIterator`][jetstream_sync.MessagesIterator],
-[`ConsumeContext`][jetstream_sync.ConsumeContext]) know nothing of pulls: they read a
-[`BatchSource`][jetstream_sync.BatchSource] (one bounded delivery: a fetch) or a
-[`DeliverySource`][jetstream_sync.DeliverySource] (an unbounded one, kept filled until stopped). The pull engines
-implement both today; a push consumer or an ordered consumer (which swaps its server-side consumer under a live source)
-implements the same protocols and gets the same handles unchanged. See docs/ARCHITECTURE.md, "Delivery sources".
+[`ConsumeContext`][jetstream_sync.ConsumeContext]) know nothing of pulls or pushes: they read a
+[`BatchSource`][jetstream_sync.BatchSource] or a [`DeliverySource`][jetstream_sync.DeliverySource], the contract
+``_delivery/_sources.py`` states and every engine of ``_delivery/`` implements. The contract's names are re-exported
+here, where the handles' readers have always found them. See docs/ARCHITECTURE.md, "The delivery layer".
 """
 
 from __future__ import annotations
@@ -15,14 +14,13 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator
 from datetime import timedelta
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
-
-import attrs
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ... import errors
+from ..._delivery import BatchSource, ConsumeStats, DeliverySource
 from ..._dispatch import WorkerPool
 from ..._runtime import BufferFinished, ForkGuard, ProcessLocal
 from ..._validate import check_int, check_timeout
@@ -53,31 +51,6 @@ ErrorHandler = Callable[[BaseException], object]
 _TAKE = 256
 
 
-@attrs.frozen(kw_only=True)
-class ConsumeStats:
-    """A snapshot of one consume's counters."""
-
-    pulls_sent: int
-    messages_delivered: int
-    bytes_delivered: int
-    pending_messages: int
-    pending_bytes: int
-    buffered: int
-    heartbeats_missed: int
-    reconnect_pulls: int
-    warnings: int
-    statuses: dict[int, int]
-    #: ordered consumers: how many times the server-side consumer was recreated, and why
-    resets: int = 0
-    reset_reasons: dict[str, int] = attrs.field(factory=dict)
-    #: push consumers: messages dropped over the buffer limits, gaps detected, flow-control requests received
-    #: and flow-control answers sent (on the request, and again when a heartbeat says the answer was lost)
-    dropped: int = 0
-    gaps: int = 0
-    flow_control_requests: int = 0
-    flow_control_answered: int = 0
-
-
 def _take_out(held: deque[Msg], limit: int | None = None) -> list[Msg]:
     """Any thread: take up to ``limit`` messages (all by default) out of a reader's burst, one ``popleft`` at a
     time, so a reader and a closing thread that empty the same deque at once never both take a message."""
@@ -88,80 +61,6 @@ def _take_out(held: deque[Msg], limit: int | None = None) -> list[Msg]:
         except IndexError:
             break
     return out
-
-
-class BatchSource(Protocol):
-    """One bounded delivery (a fetch): it ends by itself when complete, expired or failed."""
-
-    @property
-    def label(self) -> str:
-        """``stream/consumer``, for messages and repr."""
-
-    @property
-    def received(self) -> int:
-        """Messages received so far (handed out or not)."""
-
-    def take(self, timeout: float) -> Msg:
-        """The next message within ``timeout``. Raises BufferFinished when the delivery ended cleanly,
-        TimeoutError when nothing came in time, or the JetStreamError that ended it."""
-
-    def cancel(self) -> None:
-        """Any thread, also a garbage collector's: the reader is done (deadline passed, error raised, batch
-        closed or dropped); end the delivery and give back what it will not hand out. Cheap when finished."""
-
-
-class DeliverySource(Protocol):
-    """An unbounded delivery, kept filled until stopped or drained (messages(), consume())."""
-
-    @property
-    def label(self) -> str:
-        """``stream/consumer``, for messages, thread names and repr."""
-
-    @property
-    def halted(self) -> bool:
-        """stop() or client close: buffered messages must not be delivered any more."""
-
-    @property
-    def closed(self) -> bool:
-        """Stopped or draining: no new pulls."""
-
-    def take_into(self, held: deque[Msg], limit: int, timeout: float | None) -> None:
-        """Move up to ``limit`` messages into ``held`` (the reader's burst, registered with
-        [`hold`][jetstream_sync.DeliverySource.hold]), waiting at most ``timeout`` for the first (None: until one
-        comes). Raises BufferFinished at a clean end, TimeoutError, or the JetStreamError that ended the delivery."""
-
-    def hold(self, surrender: Callable[[], Iterable[Msg]]) -> None:
-        """Any thread: a reader's hold on messages it took and has not handed out (its burst, a worker pool's
-        queue). When the delivery is aborted (``stop()``, the client closing) the source gives back what
-        ``surrender`` gives up with its own buffer, before the connection closes; ``surrender`` must not
-        block (it runs on the closing thread while the reader may be waiting in
-        [`take_into`][jetstream_sync.DeliverySource.take_into])."""
-
-    def handed_out(self, msg: Msg) -> None:
-        """The reader hands ``msg`` to the user now: it counts as processed for flow control."""
-
-    def handed_out_many(self, msgs: Sequence[Msg]) -> None:
-        """As [`handed_out`][jetstream_sync.DeliverySource.handed_out] for a whole list at once (the last one is the
-        newest); not empty."""
-
-    def give_back(self, msgs: Sequence[Msg]) -> None:
-        """Any thread: ``msgs`` were taken from the source and will not reach the user (the reader stopped):
-        nak those that await an ack, so the server redelivers them now rather than after their ack wait."""
-
-    def report(self, exc: BaseException) -> None:
-        """Hand an asynchronous error to the user's error handler (or the log)."""
-
-    def adopt_thread(self, thread: threading.Thread) -> None:
-        """A thread that runs user code for this delivery; closing the client joins it."""
-
-    def stop(self) -> None:
-        """Stop at once: no new pulls, and what is buffered is not handed out."""
-
-    def drain(self) -> None:
-        """Stop pulling, but hand out what is buffered first."""
-
-    def stats(self) -> ConsumeStats:
-        """A snapshot of the source's counters."""
 
 
 class MessageBatch:

@@ -19,19 +19,18 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from ... import errors
+from ..._delivery import RESET_BACKOFF_FIRST, FetchPull, OrderedPull, PullTarget, next_backoff, read_timed_out
 from ..._runtime import Runtime
 from ..._validate import check_callable, check_timeout, options_from, to_seconds
 from ...codecs._payload import check_codec
 from ...message import Msg
 from ...models import ConsumerInfo, ConsumerLag
-from ._chain import RESET_BACKOFF_FIRST, ConsumerChain, next_backoff
-from ._fetch import FetchPull
-from ._ordered import OrderedBatch, OrderedFetchState, OrderedPull
+from ...models.reads import DEFAULT_EXPIRES, ConsumeOptions, FetchOptions, OrderedConsumerConfig, PullPriority
+from ._chain import ConsumerChain
+from ._ordered_fetch import OrderedBatch, OrderedFetchState
 from ._progress import progress_keeper
 from ._reads import FetchCalls, reporter, start_consume
-from ._target import PullTarget, read_timed_out
 from .delivery import ConsumeContext, ErrorHandler, MessageBatch, MessagesIterator, decoded_with
-from .options import DEFAULT_EXPIRES, ConsumeOptions, FetchOptions, OrderedConsumerConfig, PullPriority
 
 if TYPE_CHECKING:
     from ...codecs import Codec

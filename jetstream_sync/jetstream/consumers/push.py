@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ... import errors
+from ..._delivery import OrderedPush, PushEngine, PushLimits
 from ..._runtime import Runtime
 from ..._validate import check_int, to_seconds
 from ...models import AckPolicy, ConsumerConfig, ConsumerInfo, ConsumerLag
+from ...models.reads import OrderedConsumerConfig
 from ._chain import ConsumerChain
-from ._push import OrderedPush, PushEngine, PushLimits
 from ._reads import PushReads, ServerConsumerHandle, reporter
 from .delivery import ErrorHandler
-from .options import OrderedConsumerConfig
 
 if TYPE_CHECKING:
     from ..context import JetStream

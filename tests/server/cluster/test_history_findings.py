@@ -1,7 +1,7 @@
 """What the history-checked runs (test_history_workloads.py) found in the client, each as a test of its own.
 
 Both failed on the client as the runs found it (the fetch one with ConsumerNotFoundError; the watch one silent for
-its whole context timeout, 12.3 s against 6 s allowed) and pass since the fix in jetstream/consumers (_fetch.py
+its whole context timeout, 12.3 s against 6 s allowed) and pass since the fix in _delivery/ (_fetch.py
 asks a pull again within the fetch's time; _chain.py bounds each request of an ordered reset); the reliability
 guide's failure-modes table has both. The fetch test pulls once the other nodes have dropped their routes to the
 dead leader, so its pull meets no responders: a pull that reaches the leader as it dies takes the missed-heartbeat
@@ -12,7 +12,7 @@ its time): a fetch now says ConsumerNotFoundError only when the consumer's info 
 A fetch whose consumer is electing a leader: the runs' fetch readers counted a ConsumerNotFoundError for most
 faults that moved a consumer's leader (14-32 a run), on durable consumers that existed throughout. The pull met
 "no responders" (nobody serves the consumer's pull subject between two leaders), and a fetch ended at once on that
-with ConsumerNotFoundError (``pull_unanswered`` in jetstream/consumers/_target.py, called by _fetch.py), although
+with ConsumerNotFoundError (``pull_unanswered`` in _delivery/_target.py, called by _fetch.py), although
 its ``expires`` had seconds left in which the new leader would have answered. The readers recovered (they pull
 again), so nothing was lost; but the error said something false, and a loop that takes it at its word (recreate
 the consumer, or stop) breaks on an election. When the pull reached the old leader just before it died, the fetch

@@ -9,8 +9,8 @@ import pytest
 
 import jetstream_sync
 from jetstream_sync import errors
+from jetstream_sync._delivery._pull import ContinuousPull
 from jetstream_sync._runtime import CHECK_THREADS_ENV, io_thread_checks
-from jetstream_sync.jetstream.consumers._pull import ContinuousPull
 from jetstream_sync.subscription import Subscription
 
 

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 from jetstream_sync import errors
+from jetstream_sync._delivery._pull import ContinuousPull
+from jetstream_sync._delivery._push import PushEngine
 from jetstream_sync._runtime import CHECK_THREADS_ENV, IOThreadChecks, io_thread_checks
 from jetstream_sync._runtime._io import IOLoop
 from jetstream_sync._runtime._port import Runtime
-from jetstream_sync.jetstream.consumers._pull import ContinuousPull
-from jetstream_sync.jetstream.consumers._push import PushEngine
 from jetstream_sync.subscription import Subscription
 from tests.helpers import run_pytest
 

@@ -6,7 +6,7 @@ import pytest
 
 import jetstream_sync
 from jetstream_sync import AckPolicy, ConsumeOptions, ConsumerConfig, FetchOptions, StreamConfig, errors
-from jetstream_sync.jetstream.consumers._pull import PullTarget
+from jetstream_sync._delivery._pull import PullTarget
 from tests.helpers import wait_until
 
 

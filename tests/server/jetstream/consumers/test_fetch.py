@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from jetstream_sync import AckPolicy, ConsumerConfig, FetchOptions, StreamConfig, errors
-from jetstream_sync.jetstream.consumers._fetch import FetchPull
+from jetstream_sync._delivery._fetch import FetchPull
 from tests.helpers import wait_parked, wait_until
 
 

@@ -8,8 +8,8 @@ import threading
 import pytest
 
 from jetstream_sync import AckPolicy, ConsumerConfig, errors
+from jetstream_sync._delivery import _single
 from jetstream_sync._protocol import encode_pub, pull_request
-from jetstream_sync.jetstream.consumers import _single
 from tests.helpers import wait_until
 
 

@@ -11,8 +11,8 @@ import pytest
 
 import jetstream_sync
 from jetstream_sync import StorageType, StreamConfig, errors
-from jetstream_sync.jetstream.consumers.options import OrderedConsumerConfig
 from jetstream_sync.models import KeyValueConfig
+from jetstream_sync.models.reads import OrderedConsumerConfig
 from tests.helpers import wait_until
 
 

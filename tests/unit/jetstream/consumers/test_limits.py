@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 
 from jetstream_sync import errors
-from jetstream_sync.jetstream.consumers._limits import (
+from jetstream_sync._delivery._limits import (
     RequestLimit,
     fit_plan,
     plan_fits,
     read_limit_error,
     request_limit,
 )
-from jetstream_sync.jetstream.consumers.options import ConsumeOptions, FetchOptions
+from jetstream_sync.models.reads import ConsumeOptions, FetchOptions
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import pytest
 
 from jetstream_sync import AckPolicy, DeliverPolicy, OrderedConsumerConfig, ReplayPolicy, errors
-from jetstream_sync.jetstream.consumers._ordered import ConsumerChain
-from jetstream_sync.jetstream.consumers.options import DEFAULT_INACTIVE_THRESHOLD
+from jetstream_sync.jetstream.consumers._chain import ConsumerChain
+from jetstream_sync.models.reads import DEFAULT_INACTIVE_THRESHOLD
 
 START = datetime(2024, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 

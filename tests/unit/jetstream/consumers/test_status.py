@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from jetstream_sync import errors
-from jetstream_sync.jetstream.consumers._status import StatusKind, classify, oversized
+from jetstream_sync._delivery._status import StatusKind, classify, oversized
 
 
 def test_status_table():

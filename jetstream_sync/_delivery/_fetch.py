@@ -10,17 +10,17 @@ import asyncio
 import logging
 import time
 
-from ... import errors
-from ..._protocol import ACK_PREFIX, pull_request, status_of
-from ..._runtime import BufferFinished, Runtime, io_thread
-from ...message import Msg
+from .. import errors
+from .._protocol import ACK_PREFIX, pull_request, status_of
+from .._runtime import BufferFinished, Runtime, io_thread
+from ..message import Msg
+from ..models.reads import FetchOptions
 from . import _giveback
 from ._heartbeat import HeartbeatMonitor
 from ._limits import read_limit_error, request_limit
 from ._pullbase import PullEngine
 from ._status import StatusKind, classify, oversized
 from ._target import PullTarget, consumer_gone, pull_unanswered
-from .options import FetchOptions
 
 __all__ = ["MIN_REPULL", "AckNextPull", "FetchPull"]
 

@@ -17,26 +17,22 @@ import contextlib
 import logging
 import threading
 import time
-from collections import Counter, deque
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
 
 import attrs
 
-from ... import errors
-from ..._protocol import ACK_PREFIX, ack_position, encode_pub
-from ..._runtime import BufferFinished, Handler, MessageBuffer, NatsSubscription, Runtime, io_thread
-from ..._telemetry import note_heartbeat_missed
-from ...headers import parse_header_block
-from ...health import ConsumeFill
-from ...message import Msg
-from ...models import ConsumerInfo
+from .. import errors
+from .._protocol import ACK_PREFIX, ack_position, encode_pub
+from .._runtime import BufferFinished, Handler, NatsSubscription, Runtime, io_thread
+from ..headers import parse_header_block
+from ..message import Msg
 from . import _giveback
-from ._acks import ConsumerAcks
-from ._chain import ConsumerChain, relink
+from ._engine import DeliveryEngine
 from ._heartbeat import HeartbeatMonitor
-from .delivery import ConsumeStats
+from ._sources import ConsumeStats
 
-__all__ = ["OrderedPush", "PushEngine", "PushLimits"]
+__all__ = ["PushEngine", "PushLimits"]
 
 log = logging.getLogger("jetstream_sync")
 
@@ -57,13 +53,16 @@ class PushLimits:
     alarm_after: float | None  # None: 3x the consumer's idle heartbeat
 
 
-class PushEngine:
+class PushEngine(DeliveryEngine):
     """One subscription on a push consumer's deliver subject (a [`DeliverySource`][jetstream_sync.DeliverySource]).
 
     IO-thread state: ``received``/``received_bytes``, ``consumer_seq`` (gap detection), the status counters.
     User side: ``delivered``/``delivered_bytes``. The flow-control queue is shared under its own lock: the IO
     thread appends "answer S once message #k was handed out", whichever side sees #k handed out answers it.
     """
+
+    _starting = "subscribe"
+    _kind = "push"
 
     def __init__(
         self,
@@ -78,45 +77,30 @@ class PushEngine:
         gap_detection: bool,
         report: Callable[[BaseException], None],
     ) -> None:
-        self.runtime = runtime
-        self.acks = ConsumerAcks(runtime)  # what the messages ack through (and ack_next pulls with)
+        super().__init__(runtime, report=report)
         self._label = label
         self.deliver_subject = deliver_subject
         self.queue = queue
         self.ack_none = ack_none
         self.limits = limits
         self.gap_detection = gap_detection
-        self._report = report
-        self.buffer: MessageBuffer[Msg] = runtime.new_buffer()
         self._nats_sub: NatsSubscription | None = None
         self._given_back = _giveback.HeldGiveBack(runtime, label, ack_none)  # held from stop() until unsubscribed
         self._retiring = False  # IO thread: a drain's UNSUB awaits its confirmation
         # IO thread only
-        self.received = 0
-        self.received_bytes = 0
         self.consumer_seq = 0
-        self.connected = True
         self.dropped = 0
         self._slow = False
         self.gaps = 0
         self.flow_control_requests = 0
         self.flow_control_answered = 0
-        self.heartbeats_missed = 0
         self.reconnects = 0
-        self.statuses: Counter[int] = Counter()
-        # user side only
-        self.delivered = 0
-        self.delivered_bytes = 0
         # both sides, under _fc_lock: (message count that must be handed out first, subject to answer)
         self._fc: deque[tuple[int, bytes]] = deque()
         self._fc_lock = threading.Lock()
         self._fc_last: bytes | None = None
         self._fc_last_at = 0.0  # monotonic time of the last answer
         self._heartbeat_interval = heartbeat
-        # any thread, only ever set
-        self.stopped = False
-        self.halted = False
-        self.draining = False
         self.heartbeat = HeartbeatMonitor(
             runtime, heartbeat, self._owes_us, self._on_missed_heartbeat, alarm_after=self._alarm_after(heartbeat)
         )
@@ -130,12 +114,6 @@ class PushEngine:
         return self._label
 
     # -- lifecycle --------------------------------------------------------------------------------------
-    def start(self, timeout: float) -> None:
-        """Subscribe (blocking until the server has the interest) and start watching heartbeats."""
-        self.runtime.track(self)
-        self.runtime.call(self._start(), timeout, "subscribe")
-        self.heartbeat.start()
-
     @io_thread
     async def _start(self) -> None:
         self._nats_sub = await self.runtime.subscribe_async(self.deliver_subject, self._on_message, self.queue)
@@ -157,14 +135,6 @@ class PushEngine:
             self.runtime.post(self._shutdown)
         except errors.ConnectionClosedError:  # nothing can be unsubscribed or sent any more
             self._given_back.release()
-
-    def drain(self) -> None:
-        """Any thread: unsubscribe; what is buffered is still delivered, and what the server pushed before it saw
-        the UNSUB, then the iteration ends."""
-        if self.stopped or self.draining:
-            return
-        self.draining = True
-        self.runtime.post_if_open(self._drain)
 
     @io_thread
     def _quiet(self) -> NatsSubscription | None:
@@ -412,26 +382,22 @@ class PushEngine:
         self.flow_control_answered += 1
         self.runtime.send(encode_pub(subject, b"", None, b""))
 
-    # -- connection events (IO thread) ------------------------------------------------------------------
+    # -- connection events and heartbeats (IO thread) ---------------------------------------------------
     @io_thread
-    def on_disconnected(self) -> None:
-        self.connected = False
-
-    @io_thread
-    def on_reconnected(self) -> None:
+    def _note_reconnected(self) -> None:
         self.connected = True
         self.reconnects += 1
         self.heartbeat.touch()
 
-    # -- heartbeats -------------------------------------------------------------------------------------
-    def _owes_us(self) -> bool:
-        """The server owes a heartbeat whenever we are connected and subscribed (paused while disconnected)."""
-        return not (self.stopped or self.draining) and self.connected
+    @io_thread
+    def on_reconnected(self) -> None:
+        """IO thread: the server owes heartbeats again (the base's ``_owes_us``: whenever connected and
+        subscribed); the push consumer resumes by itself."""
+        self._note_reconnected()
 
     @io_thread
     def _on_missed_heartbeat(self) -> None:
-        self.heartbeats_missed += 1
-        note_heartbeat_missed(self.label)
+        self._count_missed_heartbeat()
         self._report(
             errors.MissedHeartbeatError(
                 f"push consumer {self.label}: nothing from the server for {self.heartbeat.alarm_after:g}s "
@@ -439,28 +405,7 @@ class PushEngine:
             )
         )
 
-    # -- DeliverySource ---------------------------------------------------------------------------------
-    @property
-    def closed(self) -> bool:
-        return self.stopped or self.draining
-
-    @property
-    def finished(self) -> bool:
-        """Any thread: over for its reader: stopped, or ended with every received message handed out."""
-        return self.halted or (self.buffer.ended and self.delivered >= self.received)
-
-    def take_into(self, held: deque[Msg], limit: int, timeout: float | None) -> None:
-        self.buffer.get_many_into(held, limit, timeout)
-
-    def hold(self, surrender: Callable[[], Iterable[Msg]]) -> None:
-        self.buffer.hold(surrender)
-
-    def handed_out(self, msg: Msg) -> None:
-        self._count_handed_out(1, msg.size)
-
-    def handed_out_many(self, msgs: Sequence[Msg]) -> None:
-        self._count_handed_out(len(msgs), sum(msg.size for msg in msgs))
-
+    # -- the user side ----------------------------------------------------------------------------------
     def _count_handed_out(self, count: int, size: int) -> None:
         """User side: count what was handed out, and answer the flow-control requests that are now due."""
         self.delivered += count
@@ -468,226 +413,18 @@ class PushEngine:
         if self._fc:
             self._answer_due()
 
-    def report(self, exc: BaseException) -> None:
-        self._report(exc)
-
-    def adopt_thread(self, thread: threading.Thread) -> None:
-        self.runtime.track_thread(thread)
-
-    def fill(self) -> ConsumeFill | None:
-        """Any thread (the health snapshot): what this delivery holds against its limits; None once it ended."""
-        if self.halted:
-            return None
-        limits = self.limits
-        return ConsumeFill(
-            label=self.label,
-            kind="push",
-            held_messages=max(0, self.received - self.delivered),
-            held_bytes=max(0, self.received_bytes - self.delivered_bytes),
-            max_messages=limits.max_messages,
-            max_bytes=limits.max_bytes,
-            delivered=self.delivered,
-        )
+    def _bounds(self) -> tuple[int, int]:
+        return self.limits.max_messages, self.limits.max_bytes
 
     def stats(self) -> ConsumeStats:
-        return ConsumeStats(
+        return self._stats(
             pulls_sent=0,
-            messages_delivered=self.delivered,
-            bytes_delivered=self.delivered_bytes,
             pending_messages=0,
             pending_bytes=0,
-            buffered=max(0, self.received - self.delivered),
-            heartbeats_missed=self.heartbeats_missed,
             reconnect_pulls=0,
             warnings=self.gaps + self.dropped,
-            statuses=dict(self.statuses),
             dropped=self.dropped,
             gaps=self.gaps,
             flow_control_requests=self.flow_control_requests,
             flow_control_answered=self.flow_control_answered,
         )
-
-
-class OrderedPush(PushEngine):
-    """An ordered push consumer: flow control and heartbeats on, no acks, each link on a fresh inbox, and a
-    new link after the last stream sequence on a gap, a missed heartbeat, a deleted consumer or a reconnect."""
-
-    def __init__(
-        self,
-        runtime: Runtime,
-        chain: ConsumerChain,
-        *,
-        start_seq: int,
-        heartbeat: float,
-        limits: PushLimits,
-        report: Callable[[BaseException], None],
-    ) -> None:
-        super().__init__(
-            runtime,
-            label=f"ordered push {chain.stream}",
-            deliver_subject=runtime.new_inbox(),
-            queue="",
-            ack_none=True,
-            heartbeat=heartbeat,
-            limits=limits,
-            gap_detection=False,
-            report=report,
-        )
-        self.chain = chain
-        self._hb = heartbeat
-        # IO thread only
-        self.stream_seq = start_seq - 1 if start_seq > 0 else 0
-        self._consumer_b = b""
-        self.resetting = False
-        self._again: tuple[str, str] | None = None
-        self.reset_failures = 0
-        self.resets = 0
-        self.reset_reasons: Counter[str] = Counter()
-        # user side only
-        self.last_handed: Msg | None = None
-
-    @io_thread
-    async def _start(self) -> None:
-        await super()._start()
-        try:
-            self._expect_link()
-            info = await self.chain.create_io(self._start_seq(), self.deliver_subject, self._hb)
-        except BaseException:
-            self._shutdown()
-            raise
-        self._use(info)
-
-    @io_thread
-    def start_over(self) -> None:
-        """IO thread, in a reset: the stream was replaced; the next link reads the new one from its beginning."""
-        self.stream_seq = 0
-
-    def _start_seq(self) -> int:
-        return self.stream_seq + 1 if self.stream_seq else 0
-
-    @io_thread
-    def _expect_link(self) -> None:
-        """IO thread, just before a link is created: accept its messages (from consumer sequence 1) even if
-        they arrive before the create call's reply."""
-        self._consumer_b = self.chain.next_name().encode()
-        self.consumer_seq = 0
-
-    @io_thread
-    def _use(self, info: ConsumerInfo) -> None:
-        if self.stream_seq == 0 and self.consumer_seq == 0:
-            self.stream_seq = self.chain.start_floor(info)
-        self.heartbeat.touch()
-
-    @io_thread
-    def _shutdown(self) -> None:
-        super()._shutdown()
-        self.chain.delete_current_soon()
-
-    @io_thread
-    def _accept(self, reply: bytes) -> bool:
-        position = ack_position(reply)
-        if position is None or position.consumer != self._consumer_b:
-            return False
-        if position.consumer_seq != self.consumer_seq + 1:
-            self._reset(f"gap (consumer sequence {position.consumer_seq}, expected {self.consumer_seq + 1})", "gap")
-            return False
-        self.consumer_seq = position.consumer_seq
-        self.stream_seq = position.stream_seq
-        return True
-
-    @io_thread
-    def _drop(self, reply: bytes) -> None:
-        # A dropped message would be a gap: start over after the last one kept instead.
-        self.dropped += 1
-        self._reset("the buffer was full", "slow consumer")
-
-    @io_thread
-    def _check_heartbeat_position(self, last_consumer: int) -> None:
-        if not self.resetting and last_consumer > self.consumer_seq:
-            self._reset(f"a heartbeat reports consumer sequence {last_consumer}, we saw {self.consumer_seq}", "gap")
-
-    @io_thread
-    def _on_error_status(self, status: int, description: str) -> None:
-        if status == 409 and "consumer deleted" in description.lower():
-            self._reset("the consumer was deleted", "consumer deleted")
-        else:
-            self._report(errors.PushStatusError(status, description, self.label))
-
-    @io_thread
-    def _on_missed_heartbeat(self) -> None:
-        self.heartbeats_missed += 1
-        note_heartbeat_missed(self.label)
-        self._reset(f"nothing from the server for {self.heartbeat.alarm_after:g}s", "missed heartbeat")
-
-    @io_thread
-    def on_reconnected(self) -> None:
-        super().on_reconnected()
-        self._reset("reconnected", "reconnect")
-
-    def _owes_us(self) -> bool:
-        return not self.resetting and super()._owes_us()
-
-    @io_thread
-    def _reset(self, why: str, reason: str) -> None:
-        if self.stopped or self.draining:
-            return
-        if self.resetting:
-            # A new link can deliver before its create call returned; a fault seen then is handled once the
-            # link is adopted.
-            self._again = (why, reason)
-            return
-        log.info("%s: resetting after stream sequence %d: %s", self.label, self.stream_seq, why)
-        self.resetting = True
-        self.reset_reasons[reason] += 1
-        sub, self._nats_sub = self._nats_sub, None
-        if sub is not None:
-            self.runtime.unsubscribe_soon(sub, self.deliver_subject)
-        with self._fc_lock:
-            self._fc.clear()  # the old link's flow control dies with it
-        self.chain.delete_current_soon()
-        self.runtime.spawn(self._recreate())
-
-    @io_thread
-    async def _recreate(self) -> None:
-        await relink(self, self._attempt, self._undo_attempt)
-
-    @io_thread
-    async def _attempt(self) -> ConsumerInfo:
-        self.deliver_subject = self.runtime.new_inbox()
-        self._nats_sub = await self.runtime.subscribe_async(self.deliver_subject, self._on_message)
-        self._expect_link()
-        return await self.chain.create_io(self._start_seq(), self.deliver_subject, self._hb)
-
-    @io_thread
-    def _undo_attempt(self) -> None:
-        sub, self._nats_sub = self._nats_sub, None
-        if sub is not None:
-            self.runtime.unsubscribe_soon(sub, self.deliver_subject)
-
-    @io_thread
-    def _adopt_link(self, info: ConsumerInfo) -> None:
-        if self.stopped:
-            self.chain.delete_current_soon()
-            return
-        self.resetting = False
-        self.resets += 1
-        self._use(info)
-        again, self._again = self._again, None
-        if again is not None:
-            self._reset(*again)
-
-    def handed_out(self, msg: Msg) -> None:
-        self.last_handed = msg
-        super().handed_out(msg)
-
-    def handed_out_many(self, msgs: Sequence[Msg]) -> None:
-        self.last_handed = msgs[-1]
-        super().handed_out_many(msgs)
-
-    def next_start(self, fallback: int) -> int:
-        """After this read ended: the stream sequence a successor starts from (what the user has not seen)."""
-        msg = self.last_handed
-        return fallback if msg is None else msg.metadata.sequence.stream + 1
-
-    def stats(self) -> ConsumeStats:
-        return attrs.evolve(super().stats(), resets=self.resets, reset_reasons=dict(self.reset_reasons))

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import attrs
 
-from ... import errors
-from ..._protocol import api_response, encode_pub
-from ..._runtime import Runtime, io_thread
-from ...message import AckSender, Msg
+from .. import errors
+from .._protocol import api_response, encode_pub
+from .._runtime import Runtime, io_thread
+from ..message import AckSender, Msg
 
 __all__ = [
     "CONSUMER_CHECK_TIMEOUT",

@@ -16,25 +16,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
-from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 
-from ... import errors
-from ..._protocol import ACK_PREFIX, pending_counts, pull_request, status_of
-from ..._runtime import BufferFinished, Runtime, io_thread
-from ..._telemetry import note_heartbeat_missed
-from ...health import ConsumeFill
-from ...message import Msg
+from .. import errors
+from .._protocol import ACK_PREFIX, pending_counts, pull_request, status_of
+from .._runtime import BufferFinished, Runtime, io_thread
+from ..message import Msg
+from ..models.reads import PullPlan
 from . import _giveback
+from ._engine import DeliveryEngine
 from ._heartbeat import HeartbeatMonitor
 from ._limits import fit_plan, plan_fits, request_limit
 from ._pullbase import PullEngine
+from ._sources import ConsumeStats
 from ._status import StatusKind, classify, oversized
 from ._target import PinTracker, PullTarget, consumer_gone, pull_unanswered, pulled_message
-from .delivery import ConsumeStats
-from .options import PullPlan
 
 __all__ = ["ContinuousPull", "PinTracker", "PullTarget", "pull_unanswered", "pulled_message"]
 
@@ -48,7 +45,7 @@ _HOLD_MAX = 5.0
 
 
 # -- messages() and consume() -------------------------------------------------------------------------------
-class ContinuousPull(PullEngine):
+class ContinuousPull(PullEngine, DeliveryEngine):
     """The ADR-37 consume algorithm: keep the buffer filled, re-pull at the thresholds, survive reconnects.
 
     Each pull's reply subject is ``<inbox>.<batch>.<max_bytes>`` (the subscription is on ``<inbox>.*.*``): a
@@ -58,24 +55,22 @@ class ContinuousPull(PullEngine):
     by default), after which the same pull met the same refusal.
     """
 
+    _starting = "consume"
+    _kind = "pull"
+
     def __init__(
         self, runtime: Runtime, target: PullTarget, plan: PullPlan, report: Callable[[BaseException], None]
     ) -> None:
-        super().__init__(runtime, target)
+        super().__init__(runtime, target, report=report)
         # replaced whole, only on the IO thread, when fitted to the consumer's limits (_on_limit); the user side
         # reads it (its thresholds), and one reference read sees the old plan or the new one
         self.options = plan
-        self._report = report
         # IO thread only
         self.pending_msgs = 0
         self.pending_bytes = 0
-        self.received = 0
-        self.received_bytes = 0
         self.applied = 0
         self.applied_bytes = 0
-        self.connected = True
         self.pulls_sent = 0
-        self.heartbeats_missed = 0
         self.reconnect_pulls = 0
         self.warnings = 0
         self._retry_handle: asyncio.TimerHandle | None = None
@@ -87,26 +82,12 @@ class ContinuousPull(PullEngine):
         self._checking = False  # a consumer info request is out (ADR-37: does the consumer still exist?)
         self._probing = False  # pulls go without idle heartbeats, so the server says 409 MaxWaiting (_on_full)
         self._full_reported = False  # 409 Exceeded MaxWaiting reported in this episode
-        # user side only (the thread handing out messages)
-        self.delivered = 0
-        self.delivered_bytes = 0
         # Two-writer handshake, on purpose: the user side sets it when it posts _apply_delivered, the IO thread
         # clears it when that runs, so at most one such post is in flight (docs/ARCHITECTURE.md, "Rules").
         self._apply_posted = False
-        # any thread, only ever set: stopped ends pulling; halted (stop() or client close) also ends delivery
-        self.stopped = False
-        self.halted = False
-        self.draining = False
         self.heartbeat = HeartbeatMonitor(runtime, plan.idle_heartbeat, self._owes_us, self._on_missed_heartbeat)
 
     # -- lifecycle --------------------------------------------------------------------------------------
-    def start(self, timeout: float) -> None:
-        """Subscribe and send the first pull; returns once the pull is out (raises if it cannot be)."""
-        runtime = self.runtime
-        runtime.track(self)
-        runtime.call(self._start(), timeout, "consume")
-        self.heartbeat.start()
-
     def _listen_on(self) -> str:
         return self.inbox + ".*.*"
 
@@ -155,14 +136,6 @@ class ContinuousPull(PullEngine):
         _giveback.give_back(self.runtime, self.buffer.abort(BufferFinished()), self.label)
         self.runtime.post_if_open(self._shutdown)
 
-    def drain(self) -> None:
-        """Any thread: stop pulling; what is buffered is still delivered, and so is what the server sent before
-        it saw the subscription end, then the iteration ends."""
-        if self.stopped or self.draining:
-            return
-        self.draining = True
-        self.runtime.post_if_open(self._drain)
-
     @io_thread
     def _shutdown(self) -> None:
         """IO thread."""
@@ -195,15 +168,7 @@ class ContinuousPull(PullEngine):
             self.runtime.untrack(self)
             self.buffer.finish()
             return
-        self.runtime.spawn(self._drain_in_flight(self.runtime.retire(sub, self._on_draining)))
-
-    @io_thread
-    async def _drain_in_flight(self, retired: Awaitable[None]) -> None:
-        try:
-            await retired
-        finally:
-            self.runtime.untrack(self)
-            self.buffer.finish()
+        self.runtime.spawn(self._finish_after(self.runtime.retire(sub, self._on_draining)))
 
     @io_thread
     def _on_draining(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
@@ -509,16 +474,16 @@ class ContinuousPull(PullEngine):
 
     # -- connection events (IO thread) ------------------------------------------------------------------
     @io_thread
-    def on_disconnected(self) -> None:
-        self.connected = False
+    def _note_reconnected(self) -> None:
+        self.connected = True
+        self.reconnect_pulls += 1
 
     @io_thread
     def on_reconnected(self) -> None:
-        self.connected = True
+        self._note_reconnected()
         self.heartbeat.touch()
         self._retry_delay = 0.25
         self._reset_pending()
-        self.reconnect_pulls += 1
         log.debug("consume %s: reconnected, pulling again", self.label)
         self._pull()
 
@@ -529,14 +494,13 @@ class ContinuousPull(PullEngine):
 
     def _owes_us(self) -> bool:
         """Read by the heartbeat monitor on the watchdog and the IO thread: the server owes us messages now."""
-        return not (self.stopped or self.draining) and self.connected and self.outstanding() > 0
+        return super()._owes_us() and self.outstanding() > 0
 
     @io_thread
     def _on_missed_heartbeat(self) -> None:
         """IO thread, confirmed by the monitor: report, forget the lost pulls and pull again, probing (see
         _on_full): a consumer holding ``max_waiting`` pulls drops one that asks for heartbeats in silence."""
-        self.heartbeats_missed += 1
-        note_heartbeat_missed(self.label)
+        self._count_missed_heartbeat()
         self._report(
             errors.MissedHeartbeatError(
                 f"consume {self.label}: nothing from the server for {2 * self.options.idle_heartbeat:g}s "
@@ -549,17 +513,11 @@ class ContinuousPull(PullEngine):
         self._pull()
 
     # -- the user side ----------------------------------------------------------------------------------
-    def handed_out(self, msg: Msg) -> None:
-        """User side: ``msg`` goes to the user now; post to the IO thread when that crosses a threshold."""
-        self._count_handed_out(1, msg.size)
-
-    def handed_out_many(self, msgs: Sequence[Msg]) -> None:
-        self._count_handed_out(len(msgs), sum(msg.size for msg in msgs))
-
     def give_back(self, msgs: Sequence[Msg]) -> None:
         _giveback.give_back(self.runtime, msgs, self.label)
 
     def _count_handed_out(self, count: int, size: int) -> None:
+        """User side: post to the IO thread when what was handed out crosses a threshold (it pulls then)."""
         self.delivered += count
         self.delivered_bytes += size
         if self._apply_posted or self.stopped or self.draining:
@@ -575,50 +533,16 @@ class ContinuousPull(PullEngine):
 
     def stats(self) -> ConsumeStats:
         unapplied = self.delivered - self.applied
-        return ConsumeStats(
+        return self._stats(
             pulls_sent=self.pulls_sent,
-            messages_delivered=self.delivered,
-            bytes_delivered=self.delivered_bytes,
             pending_messages=max(0, self.pending_msgs - unapplied),
             pending_bytes=max(0, self.pending_bytes - (self.delivered_bytes - self.applied_bytes))
             if self.options.by_bytes
             else 0,
-            buffered=max(0, self.received - self.delivered),  # received, not yet handed to the user
-            heartbeats_missed=self.heartbeats_missed,
             reconnect_pulls=self.reconnect_pulls,
             warnings=self.warnings,
-            statuses=dict(self.statuses),
         )
 
-    def fill(self) -> ConsumeFill | None:
-        """Any thread (the health snapshot): what this consume holds against its bounds; None once it ended.
-        Counters of two threads, read without a lock: each is exact, the pair is as of one moment or two."""
-        if self.halted:
-            return None
+    def _bounds(self) -> tuple[int, int]:
         opts = self.options
-        return ConsumeFill(
-            label=self.label,
-            kind="pull",
-            held_messages=max(0, self.received - self.delivered),
-            held_bytes=max(0, self.received_bytes - self.delivered_bytes),
-            max_messages=opts.max_messages,
-            max_bytes=opts.max_bytes,
-            delivered=self.delivered,
-        )
-
-    # -- DeliverySource ---------------------------------------------------------------------------------
-    @property
-    def closed(self) -> bool:
-        return self.stopped or self.draining
-
-    def take_into(self, held: deque[Msg], limit: int, timeout: float | None) -> None:
-        self.buffer.get_many_into(held, limit, timeout)
-
-    def hold(self, surrender: Callable[[], Iterable[Msg]]) -> None:
-        self.buffer.hold(surrender)
-
-    def report(self, exc: BaseException) -> None:
-        self._report(exc)
-
-    def adopt_thread(self, thread: threading.Thread) -> None:
-        self.runtime.track_thread(thread)
+        return opts.max_messages, opts.max_bytes

@@ -13,10 +13,13 @@ from typing import Any, Literal
 
 import attrs
 
-from ... import errors
-from ..._validate import check_int, check_name, check_subject, to_seconds
-from ...models import ConsumerConfig, DeliverPolicy, PriorityPolicy, ReplayPolicy
-from ...models.consumer import (  # the enum converters and the group name rule, defined once
+from .. import errors
+from .._validate import check_int, check_name, check_subject, to_seconds
+from .consumer import (  # the enum converters and the group name rule, defined once
+    ConsumerConfig,
+    DeliverPolicy,
+    PriorityPolicy,
+    ReplayPolicy,
     check_priority_group,
     to_deliver_policy,
     to_replay_policy,

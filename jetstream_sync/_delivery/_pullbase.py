@@ -6,32 +6,31 @@ from __future__ import annotations
 
 import abc
 import contextlib
-from collections import Counter
+from typing import Any
 
-from ... import errors
-from ..._protocol import encode_pub
-from ..._runtime import Handler, MessageBuffer, NatsSubscription, Runtime, io_thread
-from ...message import Msg
+from .. import errors
+from .._protocol import encode_pub
+from .._runtime import Handler, NatsSubscription, Runtime, io_thread
+from ..message import Msg
+from ..models.reads import PullPriority
 from . import _giveback
-from ._acks import ConsumerAcks
+from ._engine import Engine
 from ._target import PullTarget, pulled_message
-from .options import PullPriority
 
 __all__ = ["PullEngine"]
 
 
-class PullEngine(abc.ABC):
-    """One inbox subscription for one delivery's pulls; builds messages on the IO thread."""
+class PullEngine(Engine, abc.ABC):
+    """One inbox subscription for one delivery's pulls; builds messages on the IO thread.
 
-    def __init__(self, runtime: Runtime, target: PullTarget) -> None:
-        self.runtime = runtime
-        self.acks = ConsumerAcks(runtime)  # what the messages ack through (and ack_next pulls with)
+    Keyword arguments go on to the next base: a continuous pull is a `DeliveryEngine` too."""
+
+    def __init__(self, runtime: Runtime, target: PullTarget, **more: Any) -> None:
+        super().__init__(runtime, **more)
         self.target = target
         self.inbox = runtime.new_inbox()
         self._inbox_b = self.inbox.encode()
-        self.buffer: MessageBuffer[Msg] = runtime.new_buffer()
         self._nats_sub: NatsSubscription | None = None
-        self.statuses: Counter[int] = Counter()
 
     @property
     def label(self) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from ..._runtime import Runtime, io_thread
+from .._runtime import Runtime, io_thread
 
 __all__ = ["HeartbeatMonitor"]
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
-from .. import errors
-from .._validate import to_seconds
+from . import errors
+from ._validate import to_seconds
 
 __all__ = ["go_duration", "message_ttl", "parse_go_duration", "ttl_header"]
 

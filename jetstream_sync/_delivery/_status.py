@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from ... import errors
+from .. import errors
 from ._limits import request_limit
 
 __all__ = ["StatusKind", "classify", "oversized"]

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from ..._runtime import Runtime
-from ...headers import HeadersInput
-from ...message import Msg
+from .._runtime import Runtime
+from ..headers import HeadersInput
+from ..message import Msg
+from ..models.reads import FetchOptions
 from ._target import PullTarget
-from .delivery import MessageBatch
-from .options import FetchOptions
+
+if TYPE_CHECKING:
+    from ..jetstream.consumers.delivery import MessageBatch
 
 __all__ = ["ConsumerAcks"]
 
@@ -46,7 +49,9 @@ class ConsumerAcks:
     ) -> Callable[[], MessageBatch]:
         """Calling thread: the pull of ``msg.ack_next``, checked and built; the function returned sends its
         ``+NXT`` (which acks ``msg``) and returns the batch it delivers to."""
-        # Imported here: the fetch engine is built on the pull engine, which makes this sender.
+        # Imported here: the fetch engine is built on the pull engine, which makes this sender; and the batch
+        # is the one handle this layer hands out itself (Msg.ack_next's promise), from the layer above it.
+        from ..jetstream.consumers.delivery import MessageBatch
         from ._fetch import AckNextPull
 
         options = FetchOptions(max_messages=batch, max_bytes=max_bytes, expires=expires)

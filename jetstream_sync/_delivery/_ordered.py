@@ -1,46 +1,30 @@
-"""The machinery of ordered consumers: the chain of server-side consumers, and the pull engines that check order.
+"""The ordered engines: `OrderedPull` and `OrderedPush`, each a feed with `Ordering` (``_ordering.py``) in front.
 
-An ordered consumer is a chain of ephemeral, AckNone, R1 memory consumers: each one starts after the last
-stream sequence the previous one delivered in order. `ConsumerChain` creates the links (on a user
-thread for fetch, on the IO thread for a continuous pull) and deletes the old one best-effort.
-`OrderedPull` is the continuous pull that checks every message's consumer sequence on the IO thread
-and, on a gap, a missed heartbeat, a deleted consumer, "no responders" or a reconnect, moves to a new link
-under the same buffer and readers. `OrderedBatch` does the same check for one fetch, on the reading
-thread. See docs/ARCHITECTURE.md, "Ordered consumers".
+`OrderedPull` is the continuous pull that checks every message's consumer sequence on the IO thread and, on a gap,
+a missed heartbeat, a deleted consumer, "no responders" or a reconnect, moves to a new link under the same buffer
+and readers; its `CatchUpProbe` notices a read that caught up when no message says so. `OrderedPush` does the same
+over a push feed (flow control and heartbeats on, each link on a fresh inbox). An ordered *fetch* checks order on
+the reading thread instead (``jetstream/consumers/_ordered_fetch.py``). See docs/ARCHITECTURE.md, "Ordered
+consumers".
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
-import attrs
-
-from ... import errors
-from ..._protocol import ACK_PREFIX, ack_position
-from ..._runtime import BufferFinished, Runtime, io_thread
-from ..._telemetry import note_heartbeat_missed
-from ...message import Msg
-from ...models import ConsumerInfo, DeliverPolicy
-from ._chain import ConsumerChain, relink
-from ._fetch import FetchPull
+from .. import errors
+from .._protocol import ACK_PREFIX, ack_position
+from .._runtime import Runtime, io_thread
+from ..models import ConsumerInfo, DeliverPolicy
+from ..models.reads import PullPlan
+from ._ordering import OrderedLink, Ordering
 from ._pull import ContinuousPull
+from ._push import PushEngine, PushLimits
 from ._target import PullTarget
-from .delivery import ConsumeStats
-from .options import PullPlan
 
-if TYPE_CHECKING:
-    pass
-
-__all__ = [
-    "CATCH_UP_CHECK",
-    "CatchUpProbe",
-    "OrderedBatch",
-    "OrderedPull",
-]
+__all__ = ["CATCH_UP_CHECK", "CatchUpProbe", "OrderedPull", "OrderedPush"]
 
 log = logging.getLogger("jetstream_sync")
 
@@ -127,19 +111,19 @@ class CatchUpProbe:
             engine.reached_the_end()
 
 
-class OrderedPull(ContinuousPull):
-    """A continuous pull over a `ConsumerChain`: in order, gap-free, no duplicates, self-healing.
+class OrderedPull(Ordering, ContinuousPull):
+    """A continuous pull over a chain of links: in order, gap-free, no duplicates, self-healing.
 
-    IO-thread state: ``stream_seq`` / ``consumer_seq`` (the last message accepted), ``resetting``. A message is
-    accepted only if it comes from the live link with the next consumer sequence; anything else starts a
-    reset. The user side only records the last message handed out (``last_handed``), which the handle reads
-    once this pull ended to continue from there.
+    IO-thread state (besides `Ordering`'s): ``consumer_seq`` (of the last message accepted). A message is
+    accepted only if it comes from the live link with the next consumer sequence; anything else starts a reset.
     """
+
+    _log_prefix = "ordered "
 
     def __init__(
         self,
         runtime: Runtime,
-        chain: ConsumerChain,
+        chain: OrderedLink,
         first: ConsumerInfo | None,
         start_seq: int,
         plan: PullPlan,
@@ -148,19 +132,13 @@ class OrderedPull(ContinuousPull):
         until_drained: bool = False,
     ) -> None:
         placeholder = PullTarget(chain.stream, "", b"", True) if first is None else chain.pull_target(first)
-        super().__init__(runtime, placeholder, plan, report)
-        self.chain = chain
+        super().__init__(runtime, placeholder, plan, report, chain=chain, start_seq=start_seq)
         self._first = first
         self.until_drained = until_drained
         # IO thread only
-        self.stream_seq = start_seq - 1 if start_seq > 0 else 0
         self.consumer_seq = 0
         self._consumer_b = placeholder.consumer.encode()
         self._link_prefix = _link_prefix(chain.stream, placeholder.consumer)
-        self.resetting = False
-        self.resets = 0
-        self.reset_reasons: Counter[str] = Counter()
-        self.reset_failures = 0
         # A last-per-subject read is a snapshot until it first catches up: a reset in it recreates the link
         # last-per-subject again and skips what it already received (restarting by sequence would replay every
         # entry written after that point, superseded ones included).
@@ -169,8 +147,6 @@ class OrderedPull(ContinuousPull):
         # Caught up once: nothing was pending past what was received (written on the IO thread, read anywhere).
         self.caught_up = False
         self.catch_up = CatchUpProbe(self)
-        # user side only
-        self.last_handed: Msg | None = None
 
     # -- lifecycle --------------------------------------------------------------------------------------
     @io_thread
@@ -198,14 +174,8 @@ class OrderedPull(ContinuousPull):
         self.draining = True
         self._drain()
 
-    @property
-    def finished(self) -> bool:
-        """Any thread: over for its reader: stopped, or ended with every received message handed out."""
-        return self.halted or (self.buffer.ended and self.delivered >= self.received)
-
     @io_thread
     def _use(self, info: ConsumerInfo) -> None:
-        """IO thread: read from the link ``info`` from now on (its consumer sequence starts at 1)."""
         if self.stream_seq == 0:
             self.stream_seq = self.chain.start_floor(info)
         target = self.chain.pull_target(info)
@@ -238,7 +208,6 @@ class OrderedPull(ContinuousPull):
     def _shutdown(self) -> None:
         super()._shutdown()
         self.catch_up.stop()
-        self.chain.delete_current_soon()
 
     # -- messages (IO thread) ---------------------------------------------------------------------------
     @io_thread
@@ -302,37 +271,20 @@ class OrderedPull(ContinuousPull):
     def _retry_later(self, exc: BaseException | None) -> None:
         self._reset("no responders for a pull", "no responders")
 
+    # -- resetting (IO thread) --------------------------------------------------------------------------
     @io_thread
-    def _on_missed_heartbeat(self) -> None:
-        self.heartbeats_missed += 1
-        note_heartbeat_missed(self.label)
-        self._reset(f"nothing from the server for {2 * self.options.idle_heartbeat:g}s", "missed heartbeat")
+    def _fault_while_resetting(self, why: str, reason: str) -> None:
+        """IO thread: nothing to remember: the pulls wait for the next link's adoption (``_pull``), so what a
+        reset sees meanwhile is of the link it leaves, and a reconnect needs nothing the adoption does not do."""
+        log.debug("ordered %s: already resetting; %s", self.label, why)
 
     @io_thread
-    def on_reconnected(self) -> None:
-        self.connected = True
-        self.reconnect_pulls += 1
-        self._reset("reconnected", "reconnect")
-
-    def _owes_us(self) -> bool:
-        return not self.resetting and super()._owes_us()
-
-    # -- resetting --------------------------------------------------------------------------------------
-    @io_thread
-    def _reset(self, why: str, reason: str) -> None:
-        """IO thread: leave the current link and build the next one after ``stream_seq``."""
-        if self.resetting or self.stopped or self.draining:
-            return
-        log.info("ordered %s: resetting after stream sequence %d: %s", self.label, self.stream_seq, why)
-        self.resetting = True
-        self.reset_reasons[reason] += 1
+    def _leave_link(self) -> None:
         self._unsubscribe()
-        self.chain.delete_current_soon()
-        self.runtime.spawn(self._recreate())
 
     @io_thread
-    async def _recreate(self) -> None:
-        await relink(self, self._attempt, None)
+    def _undo_attempt(self) -> None:
+        self._unsubscribe()
 
     @io_thread
     async def _attempt(self) -> ConsumerInfo:
@@ -350,140 +302,111 @@ class OrderedPull(ContinuousPull):
         self.skip_through = 0
         self.snapshot = False  # the next link is a fresh read of the new stream, not a snapshot to resume
 
+
+class OrderedPush(Ordering, PushEngine):
+    """An ordered push consumer: flow control and heartbeats on, no acks, each link on a fresh inbox, and a
+    new link after the last stream sequence on a gap, a missed heartbeat, a deleted consumer or a reconnect."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        chain: OrderedLink,
+        *,
+        start_seq: int,
+        heartbeat: float,
+        limits: PushLimits,
+        report: Callable[[BaseException], None],
+    ) -> None:
+        super().__init__(
+            runtime,
+            label=f"ordered push {chain.stream}",
+            deliver_subject=runtime.new_inbox(),
+            queue="",
+            ack_none=True,
+            heartbeat=heartbeat,
+            limits=limits,
+            gap_detection=False,
+            report=report,
+            chain=chain,
+            start_seq=start_seq,
+        )
+        self._hb = heartbeat
+        # IO thread only
+        self._consumer_b = b""
+
     @io_thread
-    def _adopt_link(self, info: ConsumerInfo) -> None:
-        """IO thread: a reset succeeded; read from the new link unless the pull was stopped meanwhile."""
-        if self.stopped:
-            self.chain.delete_current_soon()
-            return
-        self.resetting = False
-        self.resets += 1
+    async def _start(self) -> None:
+        await super()._start()
+        try:
+            self._expect_link()
+            info = await self.chain.create_io(self._start_seq(), self.deliver_subject, self._hb)
+        except BaseException:
+            self._shutdown()
+            raise
         self._use(info)
 
-    # -- the user side ----------------------------------------------------------------------------------
-    def handed_out(self, msg: Msg) -> None:
-        self.last_handed = msg
-        super().handed_out(msg)
+    def _start_seq(self) -> int:
+        return self.stream_seq + 1 if self.stream_seq else 0
 
-    def handed_out_many(self, msgs: Sequence[Msg]) -> None:
-        self.last_handed = msgs[-1]
-        super().handed_out_many(msgs)
+    @io_thread
+    def _expect_link(self) -> None:
+        """IO thread, just before a link is created: accept its messages (from consumer sequence 1) even if
+        they arrive before the create call's reply."""
+        self._consumer_b = self.chain.next_name().encode()
+        self.consumer_seq = 0
 
-    def next_start(self, fallback: int) -> int:
-        """After this pull ended: the stream sequence a successor starts from (what the user has not seen)."""
-        msg = self.last_handed
-        return fallback if msg is None else msg.metadata.sequence.stream + 1
+    @io_thread
+    def _use(self, info: ConsumerInfo) -> None:
+        """IO thread: read from link ``info`` (its messages were accepted from ``_expect_link`` on)."""
+        if self.stream_seq == 0 and self.consumer_seq == 0:
+            self.stream_seq = self.chain.start_floor(info)
+        self.heartbeat.touch()
 
-    def stats(self) -> ConsumeStats:
-        return attrs.evolve(super().stats(), resets=self.resets, reset_reasons=dict(self.reset_reasons))
-
-
-#: what ends an ordered fetch's pull but not the fetch: the link is replaced and the fetch goes on
-_RESET_ERRORS = (
-    errors.ConsumerDeletedError,
-    errors.ConsumerNotFoundError,
-    errors.StreamNotFoundError,  # a pull whose consumer info said the stream is gone: the renewal says how
-    errors.MissedHeartbeatError,
-)
-
-#: renew(messages_left, bytes_left) -> a started pull on a new link, or None when the fetch should end
-Renew = Callable[[int, int], "FetchPull | None"]
-
-
-class OrderedBatch:
-    """One fetch of an ordered consumer (a [`BatchSource`][jetstream_sync.BatchSource]), checking order on the reading
-    thread.
-
-    A message out of order, a deleted consumer, "no responders" or a missed heartbeat replace the link
-    (through ``renew``) and the fetch goes on for what is left of its count and time; when it cannot, it ends
-    quietly and the next read replaces the link.
-    """
-
-    def __init__(self, owner: OrderedFetchState, pull: FetchPull, renew: Renew, deadline: float) -> None:
-        self.owner = owner
-        self.pull = pull
-        #: the fetch's client-side deadline (a renewed pull gets what is left of it)
-        self.deadline = deadline
-        self.superseded = False
-        self.ended = False  # the reader gave up (deadline, error): no longer in progress, whatever the IO thread
-        self.renewing = False
-        self._renew = renew
-        self._consumer = pull.target.consumer
-        self._taken = 0
-        self._taken_bytes = 0
-        self._received_before = 0
-
-    @property
-    def in_progress(self) -> bool:
-        return not self.ended and (self.renewing or not self.pull.done)
-
-    @property
-    def label(self) -> str:
-        return self.pull.label
-
-    @property
-    def received(self) -> int:
-        return self._received_before + self.pull.received
-
-    def _replace_link(self, why: str) -> bool:
-        """Reader thread: move to a new link for the rest of the fetch; False when the fetch must end."""
-        self.owner.needs_reset = why
-        self.pull.cancel()
-        options = self.pull.options
-        left = options.batch - self._taken
-        left_bytes = options.max_bytes - self._taken_bytes if options.max_bytes else 0
-        if left <= 0 or (options.max_bytes and left_bytes <= 0) or self.superseded:
+    @io_thread
+    def _accept(self, reply: bytes) -> bool:
+        position = ack_position(reply)
+        if position is None or position.consumer != self._consumer_b:
             return False
-        self.renewing = True
-        try:
-            pull = self._renew(left, left_bytes)
-        finally:
-            self.renewing = False
-        if pull is None:
+        if position.consumer_seq != self.consumer_seq + 1:
+            self._reset(f"gap (consumer sequence {position.consumer_seq}, expected {self.consumer_seq + 1})", "gap")
             return False
-        self._received_before += self.pull.received
-        self.pull = pull
-        self._consumer = pull.target.consumer
+        self.consumer_seq = position.consumer_seq
+        self.stream_seq = position.stream_seq
         return True
 
-    def take(self, timeout: float) -> Msg:
-        owner = self.owner
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.superseded:
-                raise BufferFinished()
-            try:
-                msg = self.pull.take(max(0.0, deadline - time.monotonic()))
-            except _RESET_ERRORS as exc:
-                if self._replace_link(type(exc).__name__):
-                    continue
-                raise BufferFinished() from None
-            except errors.MessageExceedsMaxBytesError:
-                if self._taken:  # a renewed pull asks for what is left of the budget: here, the fetch is full
-                    raise BufferFinished() from None
-                raise
-            meta = msg.metadata
-            if meta.consumer != self._consumer:
-                continue
-            if meta.sequence.consumer != owner.consumer_seq + 1:
-                if self._replace_link("gap"):
-                    continue
-                raise BufferFinished()
-            owner.consumer_seq = meta.sequence.consumer
-            owner.stream_seq = meta.sequence.stream
-            self._taken += 1
-            self._taken_bytes += msg.size
-            return msg
+    @io_thread
+    def _drop(self, reply: bytes) -> None:
+        # A dropped message would be a gap: start over after the last one kept instead.
+        self.dropped += 1
+        self._reset("the buffer was full", "slow consumer")
 
-    def cancel(self) -> None:
-        self.ended = True
-        self.pull.cancel()
+    @io_thread
+    def _check_heartbeat_position(self, last_consumer: int) -> None:
+        if not self.resetting and last_consumer > self.consumer_seq:
+            self._reset(f"a heartbeat reports consumer sequence {last_consumer}, we saw {self.consumer_seq}", "gap")
 
+    @io_thread
+    def _on_error_status(self, status: int, description: str) -> None:
+        if status == 409 and "consumer deleted" in description.lower():
+            self._reset("the consumer was deleted", "consumer deleted")
+        else:
+            self._report(errors.PushStatusError(status, description, self.label))
 
-class OrderedFetchState:
-    """The cursor a handle's fetches share: the last message returned, and whether the link must be replaced."""
+    @io_thread
+    def _leave_link(self) -> None:
+        self._undo_attempt()
+        with self._fc_lock:
+            self._fc.clear()  # the old link's flow control dies with it
 
-    def __init__(self) -> None:
-        self.stream_seq = 0
-        self.consumer_seq = 0
-        self.needs_reset: str | None = None
+    @io_thread
+    async def _attempt(self) -> ConsumerInfo:
+        self.deliver_subject = self.runtime.new_inbox()
+        self._nats_sub = await self.runtime.subscribe_async(self.deliver_subject, self._on_message)
+        self._expect_link()
+        return await self.chain.create_io(self._start_seq(), self.deliver_subject, self._hb)
+
+    @io_thread
+    def _undo_attempt(self) -> None:
+        sub, self._nats_sub = self._nats_sub, None
+        if sub is not None:
+            self.runtime.unsubscribe_soon(sub, self.deliver_subject)

@@ -25,10 +25,10 @@ import logging
 import threading
 from collections.abc import Iterable
 
-from ... import errors
-from ..._protocol import ACK_PREFIX, ACK_PREFIX_TEXT, NAK, encode_pub
-from ..._runtime import Handler, Runtime, io_thread
-from ...message import Msg
+from .. import errors
+from .._protocol import ACK_PREFIX, ACK_PREFIX_TEXT, NAK, encode_pub
+from .._runtime import Handler, Runtime, io_thread
+from ..message import Msg
 
 __all__ = ["HeldGiveBack", "give_back", "give_back_now", "late_giver"]
 

@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import attrs
 
-from ... import errors
+from .. import errors
 from .._durations import parse_go_duration
-from .options import MIN_EXPIRES, FetchOptions, PullPlan
+from ..models.reads import MIN_EXPIRES, FetchOptions, PullPlan
 
 __all__ = ["RequestLimit", "fit_plan", "plan_fits", "read_limit_error", "request_limit"]
 

@@ -39,17 +39,17 @@ import logging
 import threading
 import time
 
-from ... import errors
-from ..._protocol import ACK_PREFIX, encode_pub, pull_request, status_of
-from ..._runtime import NatsSubscription, Runtime, io_thread, warn_if_in_event_loop
-from ...message import Msg
+from .. import errors
+from .._protocol import ACK_PREFIX, encode_pub, pull_request, status_of
+from .._runtime import NatsSubscription, Runtime, io_thread, warn_if_in_event_loop
+from ..message import Msg
+from ..models.reads import FetchOptions
 from . import _giveback
 from ._acks import ConsumerAcks
 from ._fetch import MIN_REPULL, UNANSWERED_RETRY_FIRST, UNANSWERED_RETRY_MAX
 from ._limits import read_limit_error, request_limit
 from ._status import StatusKind, classify
 from ._target import PullTarget, consumer_gone, pull_unanswered, pulled_message, read_timed_out
-from .options import FetchOptions
 
 __all__ = ["SinglePull"]
 
