@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from . import errors
 from ._environment import check_environment
-from ._protocol import encode_pub_parts, reply_encoder
-from ._runtime import ProcessLocal, Runtime, redact_url
+from ._protocol import reply_encoder
+from ._runtime import ProcessLocal, Runtime, encode_pub_parts, redact_url
 from ._validate import (
     MAX_SUBJECT_BYTES,
     check_callable,

@@ -4,7 +4,8 @@ The client facade and the JetStream layer use [`Runtime`][jetstream_sync.Runtime
 modules behind them (the IO loop bridge, the watchdog, the callbacks thread, the nats-py adapter, the outbound queue,
 the request mux, the hand-off buffer, the light future) are private to this package. `io_thread` marks a method of
 the layers above as running on the IO thread only, checked in debug mode (docs/ARCHITECTURE.md, "Checked at run
-time"). See docs/ARCHITECTURE.md, "The runtime port".
+time"). `encode_pub` and `encode_pub_parts` are ``_protocol.py``'s, compiled where the extension was built
+(``_scan.py``). See docs/ARCHITECTURE.md, "The runtime port".
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from ._future import LightFuture
 from ._mux import RawReply, ReplyHandler
 from ._nats import Handler, NatsSubscription
 from ._port import Closeable, ConnectionListener, Runtime
+from ._scan import encode_pub, encode_pub_parts
 from ._threads import CHECK_THREADS_ENV, IOThreadChecks, check_io_threads, io_thread, io_thread_checks
 from ._translate import redact_url
 from ._wait import wait_while, warn_if_in_event_loop
@@ -39,6 +41,8 @@ __all__ = [
     "after_fork",
     "check_io_threads",
     "check_process",
+    "encode_pub",
+    "encode_pub_parts",
     "io_thread",
     "io_thread_checks",
     "redact_url",

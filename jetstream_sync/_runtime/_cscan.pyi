@@ -10,3 +10,10 @@ def scan(
     on_error: Callable[[Exception], None],
     /,
 ) -> int: ...
+
+LARGE_PAYLOAD: int
+
+def encode_pub(subject: bytes, reply: bytes, headers: bytes | None, payload: bytes, /) -> bytes: ...
+def encode_pub_parts(
+    subject: bytes, reply: bytes, headers: bytes | None, payload: bytes, /
+) -> bytes | tuple[bytes, ...]: ...

@@ -20,7 +20,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .. import errors
-from .._protocol import Command, encode_pub, encode_pub_parts
+from .._protocol import Command
 from .._telemetry import note_reconnected
 from .._validate import check_control_line, prepare_message, to_seconds
 from ._buffer import MessageBuffer
@@ -33,6 +33,7 @@ from ._io import IOLoop
 from ._mux import FutureReply, RawReply, ReplyHandler, ReplyWaiter, RequestMux
 from ._nats import Handler, NatsConnection, NatsSubscription, Nuid
 from ._outbound import Outbound
+from ._scan import encode_pub, encode_pub_parts
 from ._threads import io_thread
 from ._translate import connect_failure, translate_error
 from ._wait import warn_if_in_event_loop

@@ -14,8 +14,8 @@ import attrs
 
 from .. import errors
 from .._durations import message_ttl, ttl_header
-from .._protocol import Command, api_response, encode_pub_parts
-from .._runtime import LightFuture, Runtime, io_thread, wait_while
+from .._protocol import Command, api_response
+from .._runtime import LightFuture, Runtime, encode_pub_parts, io_thread, wait_while
 from .._validate import PreparedMessage, check_int, check_str_or_none, check_subject, check_timeout
 from ..models import PubAck
 from .schedule import Schedule
