@@ -36,6 +36,9 @@ __all__ = ["SocketGate"]
 
 log = logging.getLogger("jetstream_sync")
 
+#: at most this many buffers in one sendmsg (the kernel's IOV_MAX on Linux and the BSDs)
+_IOV_MAX = 1024
+
 #: what a bound transport must have: its socket, the callbacks the gate wraps, and the state it reads
 _TRANSPORT_MEMBERS = ("_sock", "_buffer", "_write_ready", "_call_connection_lost", "is_closing")
 
@@ -116,6 +119,35 @@ class SocketGate:
         transport = self._transport
         if transport is not None and not transport.is_closing():
             transport.write(tail)
+
+    def send_burst(self, parts: list[bytes]) -> list[bytes | memoryview]:
+        """IO thread, lock held: send large commands' parts straight from their buffers (``sendmsg``), without
+        joining them into one first; what the kernel did not take is returned, for the transport to buffer.
+
+        Python 3.11's transport joins the parts of ``writelines`` into one copy before it sends (3.12's sends
+        them as they are): at 16 KiB a publish that copy is an eighth of the IO thread's time (perf, 3.11).
+        Only when the line is empty (no tail, nothing in the transport's buffer); otherwise every part is
+        returned, unsent. A socket error sends nothing more: the transport's own write meets it and reports it.
+        """
+        sock = self._sock
+        transport = self._transport
+        if sock is None or self._tail is not None or transport is None or transport._buffer:
+            return list(parts)
+        done = 0
+        while done < len(parts):
+            batch = parts[done : done + _IOV_MAX]
+            try:
+                sent = sock.sendmsg(batch)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError:
+                break  # breaking: the transport's own write meets the error and reports the lost connection
+            for part in batch:
+                if sent < len(part):  # the first part not wholly sent: its unsent end, then all after it
+                    return [memoryview(part)[sent:] if sent else part, *parts[done + 1 :]]
+                sent -= len(part)
+                done += 1
+        return list(parts[done:])
 
     def _flush_tail_soon(self) -> None:
         with self.lock:

@@ -75,7 +75,7 @@ class Outbound:
         """
         if not self._alive[0]:  # in a forked child the socket and the IO thread are the parent's (_fork.py)
             raise errors.ForkedClientError()
-        size = len(command) if isinstance(command, bytes) else sum(len(part) for part in command)
+        size = len(command) if isinstance(command, bytes) else sum(map(len, command))
         nc = self._nc
         # nats-py's status read first (a contract member, _contract.py): is_connected is two properties deep
         if (

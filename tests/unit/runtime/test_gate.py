@@ -1,13 +1,17 @@
 """SocketGate.send on its own (no server): partial sends keep their tail first, a request made from inside a
-direct write (a signal handler's) is refused, and an interrupted direct write drops the connection."""
+direct write (a signal handler's) is refused, and an interrupted direct write drops the connection.
+SocketGate.send_burst over a real socket pair: what the kernel took and what it hands back make the burst, in
+order, whether it took all of it, part of a part, or nothing."""
 
 from __future__ import annotations
 
+import socket
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 
+from jetstream_sync._runtime import _gate
 from jetstream_sync._runtime._gate import SocketGate
 
 
@@ -106,3 +110,113 @@ def test_a_failing_socket_sends_nothing_and_is_left_to_the_io_thread():
     with gate.lock:
         assert not gate.send(b"PUB a 0\r\n\r\n")
     assert gate.bound and not transport.aborted and posted == []
+
+
+# -- send_burst: a large publish's parts from their own buffers ---------------------------------------------------
+@pytest.fixture
+def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
+    """A connected socket pair whose writing end is non-blocking with a small buffer, as asyncio keeps it."""
+    ours, peer = socket.socketpair()
+    ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16 * 1024)
+    ours.setblocking(False)
+    peer.settimeout(5)
+    with ours, peer:
+        yield ours, peer
+
+
+def burst_gate(sock: socket.socket) -> tuple[SocketGate, FakeTransport]:
+    gate = SocketGate(lambda fn: pytest.fail("send_burst posts nothing"))
+    transport = FakeTransport()
+    gate._transport = transport
+    gate._sock = sock
+    return gate, transport
+
+
+def received(peer: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        data += peer.recv(size - len(data))
+    return data
+
+
+def parts(count: int, size: int) -> list[bytes]:
+    return [bytes([65 + i % 26]) * size for i in range(count)]
+
+
+def test_a_burst_the_kernel_takes_whole_leaves_nothing(pair: tuple[socket.socket, socket.socket]) -> None:
+    ours, peer = pair
+    gate, _ = burst_gate(ours)
+    burst = [b"PUB a 3\r\n", b"xyz", b"\r\n"]
+    with gate.lock:
+        assert gate.send_burst(burst) == []
+    assert received(peer, 14) == b"PUB a 3\r\nxyz\r\n"
+
+
+def test_what_a_full_socket_leaves_is_handed_back_in_order(pair: tuple[socket.socket, socket.socket]) -> None:
+    ours, peer = pair
+    gate, _ = burst_gate(ours)
+    burst = parts(64, 16 * 1024 + 7)  # 1 MiB: far more than the socket takes
+    with gate.lock:
+        rest = gate.send_burst(burst)
+    unsent = b"".join(rest)
+    assert 0 < len(unsent) < 64 * (16 * 1024 + 7)
+    whole = b"".join(burst)
+    sent = len(whole) - len(unsent)
+    assert received(peer, sent) == whole[:sent] and whole[sent:] == unsent
+    assert any(isinstance(part, memoryview) for part in rest[:1]) or len(rest[0]) == len(burst[0])
+
+
+def test_a_socket_that_takes_nothing_hands_back_every_part(pair: tuple[socket.socket, socket.socket]) -> None:
+    ours, _ = pair
+    for chunk in (65536, 4096, 256, 1):  # fill the socket until the kernel takes not one byte more
+        while True:
+            try:
+                ours.send(b"f" * chunk)
+            except BlockingIOError:
+                break
+    gate, _ = burst_gate(ours)
+    burst = parts(3, 5000)
+    with gate.lock:
+        assert gate.send_burst(burst) == burst
+
+
+def test_more_parts_than_one_sendmsg_takes_go_in_several(
+    pair: tuple[socket.socket, socket.socket], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ours, peer = pair
+    monkeypatch.setattr(_gate, "_IOV_MAX", 4)
+    gate, _ = burst_gate(ours)
+    burst = parts(10, 100)
+    with gate.lock:
+        assert gate.send_burst(burst) == []
+    assert received(peer, 1000) == b"".join(burst)
+
+
+def test_nothing_passes_a_tail_or_the_transports_buffer(pair: tuple[socket.socket, socket.socket]) -> None:
+    ours, peer = pair
+    gate, transport = burst_gate(ours)
+    burst = parts(2, 5000)
+    gate._tail = b"end of an earlier command"
+    with gate.lock:
+        assert gate.send_burst(burst) == burst
+    gate._tail = None
+    transport._buffer.append(b"PUB a 1\r\nx\r\n")
+    with gate.lock:
+        assert gate.send_burst(burst) == burst
+    gate.unbind()
+    with gate.lock:
+        assert gate.send_burst(burst) == burst
+    peer.setblocking(False)
+    with pytest.raises(BlockingIOError):
+        peer.recv(1)  # none of it was sent
+
+
+def test_a_broken_socket_hands_back_every_part_for_the_transport_to_report(
+    pair: tuple[socket.socket, socket.socket],
+) -> None:
+    ours, peer = pair
+    peer.close()
+    gate, _ = burst_gate(ours)
+    burst = parts(2, 5000)
+    with gate.lock:
+        assert gate.send_burst(burst) == burst
