@@ -174,3 +174,39 @@ def test_a_request_waits_behind_bytes_the_transport_still_holds(fault_proxy):
         fault_proxy.resume("upstream")
         requester.join(20)
         assert acks == [9]  # stored after the 8 publishes queued before it
+
+
+def test_large_publishes_cut_by_a_full_socket_arrive_whole_and_in_order(fault_proxy):
+    """Core publishes of large payloads leave the IO thread by sendmsg from their own buffers
+    (``SocketGate.send_burst``); with the server not reading and a tiny socket buffer the kernel takes part of a
+    burst, and what it left goes through the transport: every message arrives whole, in order, on one connection."""
+    with jetstream_sync.connect(fault_proxy.url, timeout=10) as nc:
+        js = nc.jetstream(timeout=20)
+        stream = js.create_stream(StreamConfig(name="BURST", subjects=["burst.>"]))
+        gate = gate_of(nc)
+        assert gate.bound and gate._sock is not None
+        gate._sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        payloads = [bytes([65 + i % 26]) * (20_000 + 997 * i) for i in range(60)]
+        reconnects = nc._runtime.reconnects
+        errors: list[BaseException] = []
+
+        def publisher() -> None:
+            try:
+                for payload in payloads:  # 3 MB: blocks at the outbound queue's high water until the server reads
+                    nc.publish("burst.x", payload)
+            except BaseException as exc:
+                errors.append(exc)
+
+        fault_proxy.stall("upstream")
+        thread = threading.Thread(target=publisher)
+        thread.start()
+        transport = gate._transport
+        wait_until(lambda: bool(transport._buffer), timeout=10)  # the kernel left part of a burst to the transport
+        fault_proxy.resume("upstream")
+        thread.join(30)
+        assert not errors, errors
+        nc.flush(20)
+        assert nc._runtime.reconnects == reconnects  # a torn command would have made the server drop us
+        assert stream.info().state.messages == len(payloads)
+        for seq, payload in enumerate(payloads, start=1):
+            assert stream.get_msg(seq).data == payload
