@@ -31,7 +31,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from .. import errors
-from .._protocol import api_response, encode_pub_parts, reply_encoder
+from .._protocol import api_response, reply_encoder
+from .._runtime import encode_pub_parts
 from .._validate import PreparedMessage, check_timeout, options_from, prepare_message
 from ..headers import HeadersInput
 from ..models import BatchAck

@@ -37,8 +37,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .. import errors
-from .._protocol import encode_pub_parts
-from .._runtime import NatsSubscription, io_thread
+from .._runtime import NatsSubscription, encode_pub_parts, io_thread
 from .._validate import check_int, check_timeout, options_from, prepare_message
 from ..headers import HeadersInput
 from ..models import BatchAck
