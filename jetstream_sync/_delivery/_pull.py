@@ -1,5 +1,6 @@
-"""The ADR-37 continuous pull: pull requests, pending counts, status handling and heartbeats, on the pull
-engines' common part (``_pullbase.py``).
+"""The ADR-37 continuous pull: pull requests, pending counts, status handling and heartbeats: a feed on
+`DeliveryEngine` (``_engine.py``: the lifecycle and the hand-out accounting) and the pull engines' common part
+(``_pullbase.py``: the inbox subscription).
 
 `ContinuousPull` keeps a bounded buffer filled (a [`DeliverySource`][jetstream_sync.DeliverySource]) for ``messages()``
 and ``consume()``; the one-off pulls (``fetch``, ``next``) are in ``_fetch.py`` and ``_single.py``. Each routes messages

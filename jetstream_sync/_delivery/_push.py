@@ -7,8 +7,9 @@ heartbeats feed the heartbeat monitor (alarm after 3x the interval by default, s
 the gap check (their ``Nats-Last-Consumer`` header); a flow-control request is answered once the message
 before it was handed to the user, never on receipt, and a heartbeat's ``Nats-Consumer-Stalled`` header is
 answered at once; each flow-control subject is answered once. Error statuses (409, 503, unknown) are reported,
-never handed out. `OrderedPush` adds order checking and self-healing over a
-`ConsumerChain`. The handles (MessagesIterator, ConsumeContext) are the pull ones.
+never handed out. The lifecycle and the hand-out accounting are `DeliveryEngine`'s (``_engine.py``); the
+ordered variant, `OrderedPush`, is `Ordering` in front of this feed (``_ordered.py``). The handles
+(MessagesIterator, ConsumeContext) are the pull ones.
 """
 
 from __future__ import annotations
