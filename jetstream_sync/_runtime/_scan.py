@@ -50,27 +50,29 @@ def handler_failed(exc: Exception) -> None:
     log.error("a message handler raised on the IO thread; the message was dropped", exc_info=exc)
 
 
-def _load() -> tuple[ModuleType | None, Literal["compiled", "python"], str]:
-    """The extension module and the path's name, or (None, "python"); and why."""
+def _load() -> tuple[ModuleType | None, Literal["compiled", "python"], str, int]:
+    """The extension module and the path's name, or (None, "python"); why; and the level to log that at (a
+    stale build is a broken install someone should rebuild: WARNING; the rest DEBUG)."""
     if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
-        return None, "python", f"{PURE_PYTHON_ENV} is set"
+        return None, "python", f"{PURE_PYTHON_ENV} is set", logging.DEBUG
     try:  # import_module: a missing extension is named as such (``from . import`` says "circular import")
         cscan = importlib.import_module("._cscan", __package__)
     except ImportError as exc:
         reason = "it was not built when installed: no C compiler or no Python headers, or PyPy"
-        return None, "python", f"the compiled extension is not available ({reason}; {exc})"
+        return None, "python", f"the compiled extension is not available ({reason}; {exc})", logging.DEBUG
     if getattr(cscan, "LARGE_PAYLOAD", None) != _protocol.LARGE_PAYLOAD:  # built from other sources than these
-        return None, "python", f"the compiled extension {cscan.__file__} does not match this version of the package"
-    return cscan, "compiled", f"the compiled extension {cscan.__file__}"
+        stale = f"the compiled extension {cscan.__file__} does not match this version of the package; reinstall it"
+        return None, "python", stale, logging.WARNING
+    return cscan, "compiled", f"the compiled extension {cscan.__file__}", logging.DEBUG
 
 
 PARSER: Literal["compiled", "python"]
 #: which path reads the server's messages and encodes publishes: "compiled" (``_cscan.c``, with the Python
 #: parser for what it leaves) or "python" (the pure-Python parser and encoder alone)
-_cscan, PARSER, _why = _load()
+_cscan, PARSER, _why, _level = _load()
 scan: Scan | None = None if _cscan is None else _cscan.scan
 #: ``_protocol.encode_pub``, compiled where the extension is in use
 encode_pub: Encode = _protocol.encode_pub if _cscan is None else _cscan.encode_pub
 #: ``_protocol.encode_pub_parts``, compiled where the extension is in use
 encode_pub_parts: Encode = _protocol.encode_pub_parts if _cscan is None else _cscan.encode_pub_parts
-log.debug("protocol parser: %s (%s)", PARSER, _why)  # the PUB encoder follows it
+log.log(_level, "protocol parser: %s (%s)", PARSER, _why)  # the PUB encoder follows it

@@ -16,6 +16,7 @@ core suite) on both paths; it skips the comparison only where the extension was 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import random
 import subprocess
@@ -25,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from jetstream_sync import _protocol
 from jetstream_sync._runtime import _parser, _scan
 from tests.unit.runtime.test_parser import WIRE, Recorder
 
@@ -312,7 +314,17 @@ def test_the_path_in_use_is_named_and_logged_once_at_import(pure):
 
 def test_the_switch_forces_the_pure_python_path(monkeypatch):
     monkeypatch.setenv(_scan.PURE_PYTHON_ENV, "1")
-    scan, parser, why = _scan._load()
-    assert (scan, parser) == (None, "python") and _scan.PURE_PYTHON_ENV in why
+    scan, parser, why, level = _scan._load()
+    assert (scan, parser, level) == (None, "python", logging.DEBUG) and _scan.PURE_PYTHON_ENV in why
     monkeypatch.setenv(_scan.PURE_PYTHON_ENV, "0")
     assert _scan._load()[1] == ("compiled" if _cscan is not None else "python")
+
+
+@pytest.mark.skipif(_cscan is None, reason="the compiled extension is not built here")
+def test_a_stale_build_is_not_used_and_said_at_warning(monkeypatch):
+    """An extension built from other sources (its split size differs) runs nothing: the Python path does, and the
+    import says so at WARNING, since the install should be rebuilt."""
+    monkeypatch.delenv(_scan.PURE_PYTHON_ENV, raising=False)
+    monkeypatch.setattr(_cscan, "LARGE_PAYLOAD", _protocol.LARGE_PAYLOAD + 1)
+    scan, parser, why, level = _scan._load()
+    assert (scan, parser, level) == (None, "python", logging.WARNING) and "reinstall" in why
