@@ -1,8 +1,8 @@
 """Go durations as nats-server writes and reads them, and the message TTL rules built on them.
 
 The server prints its limits as Go durations (a 409 ``Exceeded MaxRequestExpires of 1m30s``) and reads them in
-headers (``Nats-TTL: 1500ms``) and schedules (``@every 30s``). Publishing (``publish.py``), message schedules
-(``schedule.py``) and the consume's limit handling (``consumers/_limits.py``) share these rules, so they live
+headers (``Nats-TTL: 1500ms``) and schedules (``@every 30s``). Publishing (``jetstream/publish.py``), message schedules
+(``jetstream/schedule.py``) and the consume's limit handling (``_delivery/_limits.py``) share these rules, so they live
 here, apart from all three: ``schedule.py`` and ``publish.py`` used to import each other for them.
 """
 

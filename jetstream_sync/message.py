@@ -59,7 +59,7 @@ class AckSender(Protocol):
 class AckNextSender(AckSender, Protocol):
     """An [`AckSender`][jetstream_sync.AckSender] that can also start the pull of
     [`Msg.ack_next`][jetstream_sync.Msg.ack_next]: what the JetStream layer's consumers give their messages
-    (``jetstream/consumers/_acks.py``), so that this module needs none of their engines."""
+    (``_delivery/_acks.py``), so that this module needs none of their engines."""
 
     def ack_next(
         self, msg: Msg, batch: int, expires: float, max_bytes: int | None, plain: bool

@@ -6,7 +6,7 @@ consumer up and run every binding check (push_bound, deliver groups, filter subj
 configuration drift, flow control and heartbeats over queues), subscribe *before* creating the consumer,
 handle the "already exists" race by looking up and checking again, and delete on ``unsubscribe()`` /
 ``drain()`` only a consumer this subscription created. Delivery runs on the push engine
-(``consumers/_push.py``) with ADR-15's automatic status management; ``pull_subscribe(...).fetch`` follows
+(``_delivery/_push.py``) with ADR-15's automatic status management; ``pull_subscribe(...).fetch`` follows
 ADR-13 (a no-wait pull first, then a long pull expiring 100 ms before the client's timeout).
 
 Each call's signature is stated once, on `_SubscribeCalls` (a base of the JetStream context), and runs in three
