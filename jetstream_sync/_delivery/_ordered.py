@@ -158,7 +158,7 @@ class OrderedPull(Ordering, ContinuousPull):
         self._first = None
         if info is None:
             try:
-                info = await self.chain.create_io(self.stream_seq + 1 if self.stream_seq else 0)
+                info = await self.chain.create_io(self._start_seq())
             except BaseException:
                 self.stopped = True
                 self._shutdown()
@@ -225,7 +225,7 @@ class OrderedPull(Ordering, ContinuousPull):
         if fields is not None and len(fields) == 5:
             try:
                 consumer_seq, stream_seq, pending = int(fields[2]), int(fields[1]), int(fields[4])
-            except ValueError:
+            except ValueError:  # no link sends such a subject; had one, its next message shows the gap: a reset
                 return
         else:
             position = ack_position(reply)  # the v2 format (a domain, an account hash), or another link's
@@ -292,7 +292,7 @@ class OrderedPull(Ordering, ContinuousPull):
         if self.snapshot:
             self.skip_through = self.stream_seq
             return await self.chain.create_io(0)
-        return await self.chain.create_io(self.stream_seq + 1 if self.stream_seq else 0)
+        return await self.chain.create_io(self._start_seq())
 
     @io_thread
     def start_over(self) -> None:
@@ -344,9 +344,6 @@ class OrderedPush(Ordering, PushEngine):
             self._shutdown()
             raise
         self._use(info)
-
-    def _start_seq(self) -> int:
-        return self.stream_seq + 1 if self.stream_seq else 0
 
     @io_thread
     def _expect_link(self) -> None:

@@ -232,6 +232,10 @@ class Ordering(DeliveryEngine, abc.ABC):
         self.report(self.chain.replacement(self.label, why, self.stream_seq))
         self.start_over()
 
+    def _start_seq(self) -> int:
+        """IO thread: the stream sequence the next link starts at (0: the deliver policy, nothing read yet)."""
+        return self.stream_seq + 1 if self.stream_seq else 0
+
     @io_thread
     def start_over(self) -> None:
         """IO thread, in a reset: the stream was replaced; the next link reads the new one from its beginning."""
