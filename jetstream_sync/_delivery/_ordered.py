@@ -119,6 +119,7 @@ class OrderedPull(Ordering, ContinuousPull):
     """
 
     _log_prefix = "ordered "
+    BATCHED = False  # every message's sequence is checked in _on_message
 
     def __init__(
         self,

@@ -58,6 +58,7 @@ class ContinuousPull(PullEngine, DeliveryEngine):
 
     _starting = "consume"
     _kind = "pull"
+    BATCHED = True
 
     def __init__(
         self, runtime: Runtime, target: PullTarget, plan: PullPlan, report: Callable[[BaseException], None]
@@ -273,22 +274,40 @@ class ContinuousPull(PullEngine, DeliveryEngine):
             self.pending_bytes = min(self.pending_bytes, sum(m.size for m in self.buffer.snapshot()))
 
     @io_thread
+    def _took(self, count: int, size: int) -> None:
+        """IO thread: ``count`` deliveries of ``size`` bytes in all arrived: the pulls were answered."""
+        self.received += count
+        self.received_bytes += size  # an add, no lock: what the health snapshot reports as held
+        self._unanswered = 0
+        self._fruitless = 0
+        self._probing = self._full_reported = False
+
+    @io_thread
+    def _on_messages(self, msgs: list[Msg], size: int) -> None:
+        """IO thread: the `DeliverySink`'s batch (``_pullbase.py``), the Msgs it built from one read: what
+        `_on_message` does for a delivery, once for all of them."""
+        if self.stopped:
+            for msg in msgs:
+                _giveback.give_back_now(self.runtime, msg.reply.encode(), self.target.ack_none)
+            return
+        self.heartbeat.touch()
+        self._took(len(msgs), size)
+        for msg in self.buffer.put_many(msgs):  # stopped meanwhile
+            _giveback.give_back_now(self.runtime, msg.reply.encode(), self.target.ack_none)
+
+    @io_thread
     def _on_message(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
         if self.stopped:
             _giveback.give_back_now(self.runtime, reply, self.target.ack_none)  # stop() ran; the subscription ends next
             return
         self.heartbeat.touch()
         if reply.startswith(ACK_PREFIX):
-            self.received += 1
-            self._unanswered = 0
-            self._fruitless = 0
-            self._probing = self._full_reported = False
             pin = self.target.pin
             if headers is not None and pin is not None and pin.note(headers):
                 priority = self.options.priority
                 self._report(errors.ConsumerPinnedEvent(self.label, priority.group if priority else "", pin.id))
             msg = self._make_msg(subject, reply, data, headers)
-            self.received_bytes += msg.size  # an add, no lock: what the health snapshot reports as held
+            self._took(1, msg.size)
             if not self.buffer.put(msg):
                 _giveback.give_back_now(self.runtime, reply, self.target.ack_none)  # stopped meanwhile
             return

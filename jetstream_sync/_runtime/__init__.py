@@ -5,7 +5,8 @@ modules behind them (the IO loop bridge, the watchdog, the callbacks thread, the
 the request mux, the hand-off buffer, the light future) are private to this package. `io_thread` marks a method of
 the layers above as running on the IO thread only, checked in debug mode (docs/ARCHITECTURE.md, "Checked at run
 time"). `encode_pub` and `encode_pub_parts` are ``_protocol.py``'s, compiled where the extension was built
-(``_scan.py``). See docs/ARCHITECTURE.md, "The runtime port".
+(``_scan.py``); `DeliverySink` is the extension's batching handler for continuous pulls (None where it was not
+built). See docs/ARCHITECTURE.md, "The runtime port".
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from ._future import LightFuture
 from ._mux import RawReply, ReplyHandler
 from ._nats import Handler, NatsSubscription
 from ._port import Closeable, ConnectionListener, Runtime
-from ._scan import encode_pub, encode_pub_parts
+from ._scan import DeliverySink, encode_pub, encode_pub_parts
 from ._threads import CHECK_THREADS_ENV, IOThreadChecks, check_io_threads, io_thread, io_thread_checks
 from ._translate import redact_url
 from ._wait import wait_while, warn_if_in_event_loop
@@ -28,6 +29,7 @@ __all__ = [
     "BufferFinished",
     "Closeable",
     "ConnectionListener",
+    "DeliverySink",
     "ForkGuard",
     "Handler",
     "IOThreadChecks",

@@ -70,6 +70,25 @@ class MessageBuffer(Generic[T]):
             self._schedule_notify(self._notify)
         return True
 
+    def put_many(self, items: list[T]) -> list[T]:
+        """Append ``items`` in order; those the buffer did not take (it was aborted meanwhile), for the caller to
+        give back, as `put`'s False says of one."""
+        queue = self._items
+        queue.extend(items)
+        if self._aborted:
+            refused = []
+            for item in items:
+                try:
+                    queue.remove(item)
+                except ValueError:
+                    continue  # abort took it, and gives it back with the rest
+                refused.append(item)
+            return refused
+        if not self._notify_pending:
+            self._notify_pending = True
+            self._schedule_notify(self._notify)
+        return []
+
     def _notify(self) -> None:
         self._notify_pending = False
         with self._cond:

@@ -14,9 +14,13 @@
  * payload, is a memcpy of at most max_payload bytes that costs less than a GIL hand-over would (dropping the
  * GIL on the IO thread lets a consumer's thread take it for up to the switch interval, 5 ms).
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "_cscan.h"
+
 #include <string.h>
+
+/* what _scan.py expects of this build (it falls back to the Python path, saying why, when they differ): raised
+ * whenever the module's functions or types change what they take or give */
+#define REVISION 2
 
 #define MAX_ARGS 6
 #define MAX_DIGITS 18
@@ -57,12 +61,12 @@ static Py_ssize_t find_crlf(const char *data, Py_ssize_t from, Py_ssize_t end) {
     return -1;
 }
 
-static PyObject *slice(PyObject *buf, const char *data, Py_ssize_t start, Py_ssize_t length, Py_ssize_t end) {
-    if (start == 0 && length == end) {
+PyObject *slice_of(PyObject *buf, Py_ssize_t start, Py_ssize_t length) {
+    if (start == 0 && length == PyBytes_GET_SIZE(buf)) {
         Py_INCREF(buf);
         return buf;
     }
-    return PyBytes_FromStringAndSize(data + start, length);
+    return PyBytes_FromStringAndSize(PyBytes_AS_STRING(buf) + start, length);
 }
 
 /* stats[key] += amount */
@@ -112,14 +116,31 @@ static int handler_failed(PyObject *on_error) {
     return 0;
 }
 
+/* hand the batch of the sink in *pending to it (_csink.c) and drop the reference; its deliver's Exception goes to
+ * on_error (the batch is dropped, as a handler's message is); -1 for anything else */
+static int flush_pending(PyObject **pending, PyObject *on_error) {
+    PyObject *sink = *pending;
+    int result = 0;
+    if (sink == NULL) {
+        return 0;
+    }
+    *pending = NULL;
+    if (sink_flush(sink) < 0 && handler_failed(on_error) < 0) {
+        result = -1;
+    }
+    Py_DECREF(sink);
+    return result;
+}
+
 PyDoc_STRVAR(scan_doc,
              "scan(buf, pos, handlers, limit, stats, on_error) -> int\n\n"
              "Dispatch the fast-handler messages from buf[pos:] to their handlers; the position of the first\n"
              "operation not taken. stats['in_msgs'] and stats['in_bytes'] count what was dispatched; a\n"
-             "handler's Exception goes to on_error(exc).");
+             "handler's Exception goes to on_error(exc). A DeliverySink handler batches what it takes; the\n"
+             "batch is delivered before any other handler is called and before scan returns.");
 
 static PyObject *scan(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
-    PyObject *buf, *handlers, *stats, *on_error;
+    PyObject *buf, *handlers, *stats, *on_error, *pending = NULL; /* pending: the sink holding a batch */
     Py_ssize_t pos, limit, end;
     const char *data;
     long long msgs = 0, nbytes = 0;
@@ -225,12 +246,52 @@ static PyObject *scan(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssi
             break; /* nats-py's own subscription (or none): the Python path hands it to _process_msg */
         }
         Py_INCREF(handler); /* the handler may drop itself from the dict */
+        if (is_sink(handler)) {
+            Frame frame = {buf,
+                           data + arg_at[0],
+                           arg_len[0],
+                           reply_arg < 0 ? "" : data + arg_at[reply_arg],
+                           reply_arg < 0 ? 0 : arg_len[reply_arg],
+                           start,
+                           (Py_ssize_t)header_size,
+                           start + (Py_ssize_t)header_size,
+                           (Py_ssize_t)(total - header_size)};
+            int took;
+            if (pending != NULL && pending != handler && flush_pending(&pending, on_error) < 0) {
+                Py_DECREF(handler);
+                failed = 1;
+                break;
+            }
+            took = sink_take(handler, &frame);
+            if (took < 0) {
+                Py_DECREF(handler);
+                failed = 1;
+                break;
+            }
+            if (took) {
+                pos = stop + 2;
+                msgs++;
+                nbytes += total - header_size;
+                if (pending == NULL) {
+                    pending = handler; /* the reference goes with it */
+                } else {
+                    Py_DECREF(handler);
+                }
+                continue;
+            }
+        }
+        /* a Python call: the batch goes first, so a subscription's messages keep their order */
+        if (flush_pending(&pending, on_error) < 0) {
+            Py_DECREF(handler);
+            failed = 1;
+            break;
+        }
         call[0] = PyBytes_FromStringAndSize(data + arg_at[0], arg_len[0]);
         call[1] = reply_arg < 0 ? PyBytes_FromStringAndSize("", 0)
                                 : PyBytes_FromStringAndSize(data + arg_at[reply_arg], arg_len[reply_arg]);
-        call[2] = slice(buf, data, start + (Py_ssize_t)header_size, (Py_ssize_t)(total - header_size), end);
+        call[2] = slice_of(buf, start + (Py_ssize_t)header_size, (Py_ssize_t)(total - header_size));
         if (header_size) {
-            call[3] = slice(buf, data, start, (Py_ssize_t)header_size, end);
+            call[3] = slice_of(buf, start, (Py_ssize_t)header_size);
         } else {
             call[3] = Py_None;
             Py_INCREF(Py_None);
@@ -258,6 +319,21 @@ static PyObject *scan(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssi
         } else if (handler_failed(on_error) < 0) {
             failed = 1;
             break;
+        }
+    }
+    if (pending != NULL) {
+        /* what was batched is delivered, failing or not (an error already raised stays the one raised) */
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        if (flush_pending(&pending, on_error) < 0) {
+            if (type != NULL) {
+                PyErr_WriteUnraisable(on_error);
+            } else {
+                failed = 1;
+            }
+        }
+        if (type != NULL) {
+            PyErr_Restore(type, value, traceback);
         }
     }
     if (msgs) {
@@ -453,7 +529,20 @@ static PyObject *encode_pub_parts(PyObject *Py_UNUSED(module), PyObject *const *
     return encode(args, nargs, "encode_pub_parts", 1);
 }
 
-static int module_exec(PyObject *module) { return PyModule_AddIntConstant(module, "LARGE_PAYLOAD", LARGE_PAYLOAD); }
+static int module_exec(PyObject *module) {
+    PyObject *sink_type = sink_type_new(module);
+    if (sink_type == NULL) {
+        return -1;
+    }
+    if (PyModule_AddObject(module, "DeliverySink", sink_type) < 0) {
+        Py_DECREF(sink_type);
+        return -1;
+    }
+    if (PyModule_AddIntConstant(module, "REVISION", REVISION) < 0) {
+        return -1;
+    }
+    return PyModule_AddIntConstant(module, "LARGE_PAYLOAD", LARGE_PAYLOAD);
+}
 
 static PyMethodDef methods[] = {
     {"scan", (PyCFunction)(void (*)(void))scan, METH_FASTCALL, scan_doc},

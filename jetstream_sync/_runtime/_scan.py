@@ -9,6 +9,10 @@ handler. Whatever else the server sends, and any frame the extension finds unusu
 code, so both paths accept the same input and raise the same errors (tests/unit/runtime/test_parser_paths.py
 compares them on streams cut at every byte; CI runs the core suite on each path).
 
+The extension also has a delivery sink (`DeliverySink`, ``_csink.c``): a continuous pull's subscription handler
+that builds each JetStream delivery's `Msg` in C and hands the engine a batch per read, in place of three
+Python calls a message (``_delivery/_pull.py`` says when it is used).
+
 The extension also encodes PUB/HPUB commands (`encode_pub`, `encode_pub_parts`): the same bytes as
 ``_protocol.py``'s functions, which stay the reference (tests/unit/runtime/test_encode_paths.py compares them),
 at a quarter of their cost (measured: 61 against 220 ns for a 128 B publish), which is a tenth of a core publish.
@@ -30,7 +34,18 @@ from typing import Any, Literal
 from .. import _protocol
 from .._protocol import Command
 
-__all__ = ["PARSER", "PURE_PYTHON_ENV", "Encode", "Scan", "encode_pub", "encode_pub_parts", "handler_failed", "scan"]
+__all__ = [
+    "PARSER",
+    "PURE_PYTHON_ENV",
+    "REVISION",
+    "DeliverySink",
+    "Encode",
+    "Scan",
+    "encode_pub",
+    "encode_pub_parts",
+    "handler_failed",
+    "scan",
+]
 
 log = logging.getLogger("jetstream_sync")
 
@@ -40,6 +55,9 @@ PURE_PYTHON_ENV = "JETSTREAM_SYNC_PURE_PYTHON"
 #: ``scan(buf, pos, handlers, limit, stats, on_error) -> pos``: dispatch the fast-handler messages from ``pos``
 #: on and return where the first operation it did not take starts (``_cscan.c`` says what it takes).
 Scan = Callable[[bytes, int, dict[int, Any], int, dict[str, int], Callable[[Exception], None]], int]
+
+#: the compiled extension's revision these sources expect (``_cscan.c``'s REVISION; another is a stale build)
+REVISION = 2
 
 #: ``encode(subject, reply, headers, payload)``: a PUB or HPUB command (``_protocol.encode_pub``'s signature)
 Encode = Callable[[bytes, bytes, bytes | None, bytes], Command]
@@ -60,7 +78,8 @@ def _load() -> tuple[ModuleType | None, Literal["compiled", "python"], str, int]
     except ImportError as exc:
         reason = "it was not built when installed: no C compiler or no Python headers, or PyPy"
         return None, "python", f"the compiled extension is not available ({reason}; {exc})", logging.DEBUG
-    if getattr(cscan, "LARGE_PAYLOAD", None) != _protocol.LARGE_PAYLOAD:  # built from other sources than these
+    built = (getattr(cscan, "LARGE_PAYLOAD", None), getattr(cscan, "REVISION", 1))
+    if built != (_protocol.LARGE_PAYLOAD, REVISION):  # built from other sources than these
         stale = f"the compiled extension {cscan.__file__} does not match this version of the package; reinstall it"
         return None, "python", stale, logging.WARNING
     return cscan, "compiled", f"the compiled extension {cscan.__file__}", logging.DEBUG
@@ -71,6 +90,9 @@ PARSER: Literal["compiled", "python"]
 #: parser for what it leaves) or "python" (the pure-Python parser and encoder alone)
 _cscan, PARSER, _why, _level = _load()
 scan: Scan | None = None if _cscan is None else _cscan.scan
+#: ``DeliverySink(msg_type, slow, deliver, sender, ack_none, prefix, headers_fast)`` (``_csink.c``), or None
+#: on the pure-Python path
+DeliverySink: Any = None if _cscan is None else _cscan.DeliverySink
 #: ``_protocol.encode_pub``, compiled where the extension is in use
 encode_pub: Encode = _protocol.encode_pub if _cscan is None else _cscan.encode_pub
 #: ``_protocol.encode_pub_parts``, compiled where the extension is in use
