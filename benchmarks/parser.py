@@ -5,9 +5,11 @@ Usage (from the repository root, in the dev virtualenv): ``python benchmarks/par
 
 A stream of JetStream deliveries as a pull consumer receives them (``MSG <subject> <sid> $JS.ACK... <size>``,
 128 B and 16 KiB payloads) is cut into 64 KiB reads, as the socket hands them over, and parsed by one
-`ProtocolParser` whose connection has a fast handler for the subscription. Two handlers: one that does
-nothing (the parser's own cost) and one that builds the `Msg` the consumer would hand out (what the IO thread
-does per message before the hand-off to a buffer). Both paths run in this process, interleaved, best of
+`ProtocolParser` whose connection has a fast handler for the subscription. Three handlers: one that does
+nothing (the parser's own cost), one that builds the `Msg` the consumer would hand out (what the IO thread
+does per message before the hand-off to a buffer), and the same work as a consume does it: on the compiled path
+through the delivery sink (``_csink.c``: the `Msg` built in C, a list of them per read), on the pure-Python
+path as the row before. Both paths run in this process, interleaved, best of
 several rounds; the figures are CPU time of this thread (``time.thread_time``), so a loaded machine changes
 them less than wall time. Prints ns per message and MB/s of wire bytes, and the compiled/pure ratio.
 """
@@ -23,8 +25,10 @@ from collections.abc import Callable
 from typing import Any
 
 from jetstream_sync._delivery._target import PullTarget, pulled_message
+from jetstream_sync._protocol import ACK_PREFIX
 from jetstream_sync._runtime import _scan
 from jetstream_sync._runtime._parser import ProtocolParser
+from jetstream_sync.message import Msg
 
 READ = 64 * 1024
 SID = 7
@@ -80,16 +84,16 @@ def main() -> None:
         sys.exit(f"the compiled parser is not in use here ({_scan.PARSER}): nothing to compare")
 
     target = PullTarget("BENCH", "C", b"$JS.API.CONSUMER.MSG.NEXT.BENCH.C", ack_none=False)
-    handlers: dict[str, Callable[..., Any]] = {
-        "parse only": lambda subject, reply, payload, headers: None,
-        "parse + Msg": lambda subject, reply, payload, headers: pulled_message(
-            None,  # type: ignore[arg-type]  # no acks are sent here
-            target,
-            subject,
-            reply,
-            payload,
-            headers,
-        ),
+
+    def build(subject: bytes, reply: bytes, payload: bytes, headers: bytes | None) -> Msg:
+        return pulled_message(None, target, subject, reply, payload, headers)  # type: ignore[arg-type]  # no acks
+
+    sink = _scan.DeliverySink(Msg, build, lambda msgs, size: None, None, False, ACK_PREFIX, True)
+    # each case: (the pure-Python path's handler, the compiled path's)
+    handlers: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
+        "parse only": (lambda subject, reply, payload, headers: None,) * 2,
+        "parse + Msg": (build, build),
+        "parse + Msg, as a consume (sink)": (build, sink),
     }
     print(f"# {platform.python_implementation()} {platform.python_version()}, {time.strftime('%Y-%m-%d')}")
     print("| payload | handler | pure ns/msg | compiled ns/msg | pure MB/s | compiled MB/s | compiled/pure time |")
@@ -97,10 +101,10 @@ def main() -> None:
     for size, count in ((128, 200_000), (16 * 1024, 20_000)):
         chunks = stream(size, count)
         wire_bytes = sum(map(len, chunks))
-        for label, handler in handlers.items():
+        for label, (pure_handler, compiled_handler) in handlers.items():
             best = {"python": float("inf"), "compiled": float("inf")}
             for _ in range(args.rounds):
-                for path, scan in (("python", None), ("compiled", compiled)):
+                for path, scan, handler in (("python", None, pure_handler), ("compiled", compiled, compiled_handler)):
                     _scan.scan = scan
                     best[path] = min(best[path], parse_all(chunks, handler, count))
             _scan.scan = compiled
