@@ -16,10 +16,10 @@ from tests.server.jetstream.kv.kvhelpers import consumers, quiet, take, until_no
 
 def test_empty_bucket_none_first_then_changes(kv, js, name):
     with kv.watch_all() as w:
-        assert w.next(2) is None
+        assert w.next(10) is None
         assert quiet(w)
         rev = kv.put("a", b"1")
-        entry = w.next(2)
+        entry = w.next(10)
         assert (entry.key, entry.value, entry.revision, entry.operation) == ("a", b"1", rev, KeyValueOp.PUT)
         assert w.revision == rev
         kv.delete("a")
@@ -46,13 +46,13 @@ def test_initial_values_are_the_latest_of_each_key_then_none(kv, js, name):
         assert w.initial_done
         assert quiet(w)
         kv.put("b", b"2")
-        assert w.next(2).value == b"2"
+        assert w.next(10).value == b"2"
     wait_no_consumers(js, name)
 
 
 def test_next_timeout_is_our_timeout_error(kv):
     with kv.watch("k") as w:
-        assert w.next(1) is None
+        assert w.next(10) is None
         with pytest.raises(errors.TimeoutError) as info:
             w.next(0.2)
         assert isinstance(info.value, TimeoutError)
@@ -82,7 +82,7 @@ def test_ignore_deletes_still_sends_none_once(kv):
         kv.delete("a")
         kv.purge("b")
         kv.put("c", b"1")
-        entry = w.next(2)
+        entry = w.next(10)
         assert (entry.key, entry.operation) == ("c", KeyValueOp.PUT)
         assert quiet(w)
 
@@ -93,16 +93,16 @@ def test_ignore_deletes_when_every_initial_entry_is_a_marker(kv):
     kv.put("b", b"1")
     kv.purge("b")
     with kv.watch_all(ignore_deletes=True) as w:
-        assert w.next(2) is None
+        assert w.next(10) is None
         assert quiet(w)
 
 
 def test_meta_only(kv):
     r1 = kv.put("a", b"value-a")
     with kv.watch_all(meta_only=True) as w:
-        first = w.next(2)
+        first = w.next(10)
         assert (first.key, first.value, first.revision) == ("a", b"", r1)
-        assert w.next(2) is None
+        assert w.next(10) is None
         r2 = kv.put("a", b"second")
         kv.delete("a")
         e2, e3 = take(w, 2)
@@ -128,15 +128,15 @@ def test_resume_from_revision(kv):
         assert [e.revision for e in got] == revs[2:]
         assert [e.value for e in got] == [b"2", b"3", b"4"]
         r = kv.put("k", b"5")
-        assert w.next(2).revision == r
+        assert w.next(10).revision == r
 
 
 def test_resume_after_the_last_revision(kv):
     last = kv.put("k", b"1")
     with kv.watch("k", resume_from_revision=last + 1) as w:
-        assert w.next(2) is None
+        assert w.next(10) is None
         r = kv.put("k", b"2")
-        assert w.next(2).revision == r
+        assert w.next(10).revision == r
 
 
 def test_several_filters(kv, js, name):
