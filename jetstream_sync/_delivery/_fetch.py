@@ -120,8 +120,7 @@ class FetchPull(PullEngine):
         """IO thread: the `DeliverySink`'s batch (``_pullbase.py``): what `_on_message` does for each delivery,
         once for all of them; what arrives past the batch or byte limit is given back, as there."""
         if self.done:
-            for msg in msgs:
-                _giveback.give_back_now(self.runtime, msg.reply.encode(), self.target.ack_none)
+            _giveback.give_back_all_now(self.runtime, msgs, self.target.ack_none)
             return
         self.heartbeat.touch()
         self._silent = False
@@ -137,12 +136,11 @@ class FetchPull(PullEngine):
         taken, extra = (msgs, []) if cut == len(msgs) else (msgs[:cut], msgs[cut:])
         self.received += len(taken)
         self.received_bytes += size if not extra else sum(msg.size for msg in taken)
-        for msg in self.buffer.put_many(taken):  # the client closed meanwhile
-            _giveback.give_back_now(self.runtime, msg.reply.encode(), self.target.ack_none)
+        refused = self.buffer.put_many(taken)  # the client closed meanwhile
+        _giveback.give_back_all_now(self.runtime, refused, self.target.ack_none)
         if self.received >= self.batch or (self.max_bytes and self.received_bytes >= self.max_bytes):
             self._finish(None)
-        for msg in extra:
-            _giveback.give_back_now(self.runtime, msg.reply.encode(), self.target.ack_none)
+        _giveback.give_back_all_now(self.runtime, extra, self.target.ack_none)
 
     @io_thread
     def _on_message(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:

@@ -30,7 +30,7 @@ from .._protocol import ACK_PREFIX, ACK_PREFIX_TEXT, NAK, encode_pub
 from .._runtime import Handler, Runtime, io_thread
 from ..message import Msg
 
-__all__ = ["HeldGiveBack", "give_back", "give_back_now", "late_giver"]
+__all__ = ["HeldGiveBack", "give_back", "give_back_all_now", "give_back_now", "late_giver"]
 
 log = logging.getLogger("jetstream_sync")
 
@@ -67,6 +67,13 @@ def give_back_now(runtime: Runtime, reply: bytes, ack_none: bool) -> None:
     is no ack subject, needs nothing)."""
     if not ack_none and reply.startswith(ACK_PREFIX):
         runtime.send_now(encode_pub(reply, b"", None, NAK))
+
+
+def give_back_all_now(runtime: Runtime, msgs: Iterable[Msg], ack_none: bool) -> None:
+    """IO thread: `give_back_now` for each of ``msgs``, a batch the delivery sink built for a read that ended or
+    could not take them."""
+    for msg in msgs:
+        give_back_now(runtime, msg.reply.encode(), ack_none)
 
 
 def late_giver(runtime: Runtime, ack_none: bool) -> Handler:

@@ -287,13 +287,12 @@ class ContinuousPull(PullEngine, DeliveryEngine):
         """IO thread: the `DeliverySink`'s batch (``_pullbase.py``), the Msgs it built from one read: what
         `_on_message` does for a delivery, once for all of them."""
         if self.stopped:
-            for msg in msgs:
-                _giveback.give_back_now(self.runtime, msg.reply.encode(), self.target.ack_none)
+            _giveback.give_back_all_now(self.runtime, msgs, self.target.ack_none)
             return
         self.heartbeat.touch()
         self._took(len(msgs), size)
-        for msg in self.buffer.put_many(msgs):  # stopped meanwhile
-            _giveback.give_back_now(self.runtime, msg.reply.encode(), self.target.ack_none)
+        refused = self.buffer.put_many(msgs)  # stopped meanwhile
+        _giveback.give_back_all_now(self.runtime, refused, self.target.ack_none)
 
     @io_thread
     def _on_message(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:

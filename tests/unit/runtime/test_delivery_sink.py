@@ -22,7 +22,7 @@ from jetstream_sync._delivery._target import PullTarget, pulled_message
 from jetstream_sync._runtime import _parser, _scan
 from jetstream_sync.message import Msg
 from tests.unit.runtime.test_parser import Recorder
-from tests.unit.runtime.test_parser_paths import drive, every_cut
+from tests.unit.runtime.test_parser_paths import drive, every_cut, feed
 
 try:
     from jetstream_sync._runtime import _cscan
@@ -106,16 +106,9 @@ def run(wire: bytes, cuts: list[int], compiled: bool, ack_none: bool = False, pi
     else:
         nc.fast_handlers[SID] = engine.on_message
     original = _scan.scan
-
-    async def feed() -> None:
-        start = 0
-        for cut in [*cuts, len(wire)]:
-            await parser.parse(wire[start:cut])
-            start = cut
-
     try:
         _scan.scan = _cscan.scan if compiled else None
-        drive(feed())
+        drive(feed(parser, wire, cuts))
     finally:
         _scan.scan = original
     return {

@@ -79,15 +79,8 @@ def run(wire: bytes, cuts: list[int], scan: _scan.Scan | None, monkeypatch: pyte
 
     monkeypatch.setattr(_scan, "handler_failed", logged)
     raised: tuple[str, str] | None = None
-
-    async def feed() -> None:
-        start = 0
-        for cut in [*cuts, len(wire)]:
-            await parser.parse(wire[start:cut])
-            start = cut
-
     try:
-        drive(feed())
+        drive(feed(parser, wire, cuts))
     except _parser.ServerProtocolViolation as exc:
         raised = (type(exc).__name__, str(exc))
     return {
@@ -98,6 +91,14 @@ def run(wire: bytes, cuts: list[int], scan: _scan.Scan | None, monkeypatch: pyte
         "reported": [str(exc) for exc in nc.reported],
         "kept": b"".join(parser._parts),
     }
+
+
+async def feed(parser: _parser.ProtocolParser, wire: bytes, cuts: list[int]) -> None:
+    """Parse ``wire`` as reads cut at ``cuts``."""
+    start = 0
+    for cut in [*cuts, len(wire)]:
+        await parser.parse(wire[start:cut])
+        start = cut
 
 
 def drive(coroutine: Coroutine[Any, Any, None]) -> None:
