@@ -5,7 +5,7 @@ modules behind them (the IO loop bridge, the watchdog, the callbacks thread, the
 the request mux, the hand-off buffer, the light future) are private to this package. `io_thread` marks a method of
 the layers above as running on the IO thread only, checked in debug mode (docs/ARCHITECTURE.md, "Checked at run
 time"). `encode_pub` and `encode_pub_parts` are ``_protocol.py``'s, compiled where the extension was built
-(``_scan.py``); `DeliverySink` is the extension's batching handler for continuous pulls (None where it was not
+(``_scan.py``); `DeliverySink` is the extension's batching handler for the pull engines (None where it was not
 built). See docs/ARCHITECTURE.md, "The runtime port".
 """
 

@@ -9,9 +9,9 @@ handler. Whatever else the server sends, and any frame the extension finds unusu
 code, so both paths accept the same input and raise the same errors (tests/unit/runtime/test_parser_paths.py
 compares them on streams cut at every byte; CI runs the core suite on each path).
 
-The extension also has a delivery sink (`DeliverySink`, ``_csink.c``): a continuous pull's subscription handler
+The extension also has a delivery sink (`DeliverySink`, ``_csink.c``): a pull engine's subscription handler
 that builds each JetStream delivery's `Msg` in C and hands the engine a batch per read, in place of three
-Python calls a message (``_delivery/_pull.py`` says when it is used).
+Python calls a message (``_delivery/_pullbase.py`` says when it is used).
 
 The extension also encodes PUB/HPUB commands (`encode_pub`, `encode_pub_parts`): the same bytes as
 ``_protocol.py``'s functions, which stay the reference (tests/unit/runtime/test_encode_paths.py compares them),
