@@ -17,3 +17,20 @@ def encode_pub(subject: bytes, reply: bytes, headers: bytes | None, payload: byt
 def encode_pub_parts(
     subject: bytes, reply: bytes, headers: bytes | None, payload: bytes, /
 ) -> bytes | tuple[bytes, ...]: ...
+
+REVISION: int
+
+class DeliverySink:
+    msg_type: type
+    headers_fast: int
+    def __init__(
+        self,
+        msg_type: type,
+        slow: Callable[[bytes, bytes, bytes, bytes | None], object],
+        deliver: Callable[[list[Any], int], object],
+        sender: object,
+        ack_none: bool,
+        prefix: bytes,
+        headers_fast: bool,
+    ) -> None: ...
+    def __call__(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None, /) -> object: ...
